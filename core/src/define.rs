@@ -1,0 +1,681 @@
+//! Define an environment in a few lines: from tasks plus a score function, from state
+//! functions, or from a file with no code at all (`define:./capitals.toml`).
+//!
+//! The file form:
+//!
+//! ```toml
+//! name = "capitals"                 # optional, defaults to the file name
+//! description = "Capital cities"    # optional
+//! tasks_file = "capitals.jsonl"     # or inline [[tasks]] tables; paths are relative to this file
+//!
+//! [judge]                           # optional; this is the default
+//! type = "exact"                    # exact | contains | numeric | regex
+//! field = "answer"                  # the task field holding the expected answer
+//! extract = "answer_tag"            # whole | answer_tag | last_number | boxed | regex:<pattern>
+//!
+//! [[tasks]]
+//! prompt = "Capital of Kenya? Answer in <answer></answer> tags."
+//! answer = "Nairobi"
+//! ```
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::contract::{
+    JudgeSource, Judgment, JsonMap, Manifest, Mode, Observation, RewardTiming, Step, TaskRef,
+    Trajectory,
+};
+use crate::env::{guard, Environment, Episode};
+use crate::error::{Error, Result};
+use crate::judges::{Contains, ExactMatch, Extract, Judge, Numeric, RegexJudge};
+use crate::policy::Policy;
+use crate::router::Driver;
+use crate::uri::{ParamSpec, Params, Uri};
+
+type ScoreFn = dyn Fn(&JsonMap, &str) -> Result<f64> + Send + Sync;
+type ReferenceFn = dyn Fn(&JsonMap) -> Option<String> + Send + Sync;
+
+/// A single-turn environment from task rows (each with a `prompt`) and a score function.
+pub struct TaskEnvBuilder {
+    name: String,
+    rows: Vec<JsonMap>,
+    score: Arc<ScoreFn>,
+    reference: Option<Arc<ReferenceFn>>,
+    description: Option<String>,
+    judge_id: String,
+}
+
+impl TaskEnvBuilder {
+    /// Rows and a scorer `(task row, reply) -> score`; every row must have a string `prompt`.
+    pub fn new(
+        name: impl Into<String>,
+        rows: Vec<JsonMap>,
+        score: impl Fn(&JsonMap, &str) -> Result<f64> + Send + Sync + 'static,
+    ) -> Self {
+        let name = name.into();
+        TaskEnvBuilder {
+            judge_id: format!("{name}.score"),
+            name,
+            rows,
+            score: Arc::new(score),
+            reference: None,
+            description: None,
+        }
+    }
+
+    /// The reply an oracle would give for a row (enables the audited tier).
+    pub fn reference(mut self, f: impl Fn(&JsonMap) -> Option<String> + Send + Sync + 'static) -> Self {
+        self.reference = Some(Arc::new(f));
+        self
+    }
+
+    /// A one-paragraph description.
+    pub fn description(mut self, d: impl Into<String>) -> Self {
+        self.description = Some(d.into());
+        self
+    }
+
+    /// Check the rows and build the environment.
+    pub fn build(self) -> Result<Arc<dyn Environment>> {
+        let id = format!("defined:{}", self.name);
+        self.build_with_id(id, "<inline>", &[])
+    }
+
+    fn build_with_id(self, id: String, file: &str, lines: &[usize]) -> Result<Arc<dyn Environment>> {
+        if self.rows.is_empty() {
+            return Err(Error::Define {
+                file: file.into(),
+                line: 0,
+                field: "tasks".into(),
+                message: "no tasks; give at least one row with a `prompt`".into(),
+            });
+        }
+        for (i, row) in self.rows.iter().enumerate() {
+            if !row.get("prompt").is_some_and(Value::is_string) {
+                return Err(Error::Define {
+                    file: file.into(),
+                    line: lines.get(i).copied().unwrap_or(0),
+                    field: format!("tasks[{i}].prompt"),
+                    message: match row.get("prompt") {
+                        None => "missing; every task needs a `prompt` string".into(),
+                        Some(v) => format!("must be a string, got {v}"),
+                    },
+                });
+            }
+        }
+        let mut m = Manifest::new(id, self.name.clone(), "nenyax.define", Mode::Step);
+        m.description = self.description.clone();
+        m.capabilities.text = true;
+        m.num_tasks = Some(self.rows.len() as u64);
+        Ok(Arc::new(TaskEnv {
+            manifest: m,
+            rows: Arc::new(self.rows),
+            score: self.score,
+            reference: self.reference,
+            judge_id: self.judge_id,
+        }))
+    }
+}
+
+struct TaskEnv {
+    manifest: Manifest,
+    rows: Arc<Vec<JsonMap>>,
+    score: Arc<ScoreFn>,
+    reference: Option<Arc<ReferenceFn>>,
+    judge_id: String,
+}
+
+impl TaskEnv {
+    fn task(&self, i: usize) -> TaskRef {
+        let row = &self.rows[i];
+        let mut t = TaskRef::new(i.to_string());
+        t.prompt = row.get("prompt").and_then(Value::as_str).map(str::to_string);
+        t.metadata = row
+            .iter()
+            .filter(|(k, _)| k.as_str() != "prompt")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        t
+    }
+
+    fn index(&self, task: Option<&TaskRef>, seed: Option<i64>) -> Result<usize> {
+        let n = self.rows.len();
+        match task {
+            Some(t) => t.id.parse::<usize>().ok().filter(|i| *i < n).ok_or_else(|| {
+                Error::InvalidParameter {
+                    driver: self.manifest.id.clone(),
+                    param: "task.id".into(),
+                    value: t.id.clone(),
+                    expected: format!("a task index from 0 to {}", n - 1),
+                }
+            }),
+            None => Ok(seed.unwrap_or(0).rem_euclid(n as i64) as usize),
+        }
+    }
+}
+
+struct TaskEpisode {
+    judge_id: String,
+    row: JsonMap,
+    task: TaskRef,
+    score: Arc<ScoreFn>,
+    obs: Observation,
+}
+
+impl Environment for TaskEnv {
+    fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    fn tasks(&self, limit: Option<usize>) -> Result<Vec<TaskRef>> {
+        let n = limit.unwrap_or(usize::MAX).min(self.rows.len());
+        Ok((0..n).map(|i| self.task(i)).collect())
+    }
+
+    fn open(&self, task: Option<&TaskRef>, seed: Option<i64>) -> Result<Box<dyn Episode>> {
+        let i = self.index(task, seed)?;
+        let t = self.task(i);
+        let mut obs = Observation::text(t.prompt.clone().unwrap_or_default());
+        obs.info.insert("task_id".into(), json!(t.id));
+        Ok(Box::new(TaskEpisode {
+            judge_id: self.judge_id.clone(),
+            row: self.rows[i].clone(),
+            task: t,
+            score: self.score.clone(),
+            obs,
+        }))
+    }
+
+    fn reference_policy(&self, _task: Option<&TaskRef>) -> Option<Policy> {
+        let reference = self.reference.clone()?;
+        let rows = self.rows.clone();
+        // Only claim an oracle when it can answer every task.
+        if rows.iter().any(|r| reference(r).is_none()) {
+            return None;
+        }
+        Some(Policy::action(move |obs| {
+            let i: usize = obs
+                .info
+                .get("task_id")
+                .and_then(Value::as_str)
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| Error::Policy("observation has no task_id".into()))?;
+            Ok(json!(reference(&rows[i]).unwrap_or_default()))
+        }))
+    }
+
+    fn null_policy(&self, _task: Option<&TaskRef>) -> Option<Policy> {
+        Some(Policy::constant(json!("")))
+    }
+
+    fn default_max_steps(&self) -> usize {
+        1
+    }
+}
+
+impl Episode for TaskEpisode {
+    fn observation(&self) -> &Observation {
+        &self.obs
+    }
+
+    fn act(&mut self, action: &Value) -> Result<Step> {
+        let reply = match action {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        let score = (self.score)(&self.row, &reply)?;
+        if !score.is_finite() {
+            return Err(Error::NonFiniteScore {
+                judge: self.judge_id.clone(),
+                score,
+            });
+        }
+        Ok(Step {
+            action: Value::String(reply),
+            observation: Observation::text(""),
+            reward: score,
+            terminated: true,
+            truncated: false,
+            info: JsonMap::new(),
+        })
+    }
+
+    fn judge(&self, steps: &[Step]) -> Result<Judgment> {
+        let score = steps.last().map_or(0.0, |s| s.reward);
+        Judgment::new(score, JudgeSource::Verifier, self.judge_id.clone())
+    }
+
+    fn task(&self) -> Option<TaskRef> {
+        Some(self.task.clone())
+    }
+}
+
+type ResetFn = dyn Fn(i64) -> Result<Value> + Send + Sync;
+type ObserveFn = dyn Fn(&Value) -> Result<Value> + Send + Sync;
+type StepFn = dyn Fn(&mut Value, &Value) -> Result<(f64, bool)> + Send + Sync;
+
+/// A multi-turn environment from state functions over a JSON state:
+/// `reset(seed) -> state`, `observe(&state) -> text or JSON`, `step(&mut state, action) -> (reward, done)`.
+pub fn stateful(
+    name: &str,
+    reset: impl Fn(i64) -> Result<Value> + Send + Sync + 'static,
+    observe: impl Fn(&Value) -> Result<Value> + Send + Sync + 'static,
+    step: impl Fn(&mut Value, &Value) -> Result<(f64, bool)> + Send + Sync + 'static,
+    max_steps: usize,
+) -> Arc<dyn Environment> {
+    let mut m = Manifest::new(format!("defined:{name}"), name, "nenyax.define", Mode::Step);
+    m.capabilities.text = true;
+    m.capabilities.reward_timing = RewardTiming::PerStep;
+    Arc::new(StateEnv {
+        manifest: m,
+        reset: Arc::new(reset),
+        observe: Arc::new(observe),
+        step: Arc::new(step),
+        max_steps: max_steps.max(1),
+    })
+}
+
+struct StateEnv {
+    manifest: Manifest,
+    reset: Arc<ResetFn>,
+    observe: Arc<ObserveFn>,
+    step: Arc<StepFn>,
+    max_steps: usize,
+}
+
+struct StateEpisode {
+    state: Value,
+    observe: Arc<ObserveFn>,
+    step: Arc<StepFn>,
+    obs: Observation,
+}
+
+fn to_observation(seen: Value) -> Observation {
+    match seen {
+        Value::String(s) => Observation::text(s),
+        data => Observation {
+            data,
+            ..Observation::default()
+        },
+    }
+}
+
+impl Environment for StateEnv {
+    fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    fn open(&self, _task: Option<&TaskRef>, seed: Option<i64>) -> Result<Box<dyn Episode>> {
+        let state = (self.reset)(seed.unwrap_or(0))?;
+        let obs = to_observation((self.observe)(&state)?);
+        Ok(Box::new(StateEpisode {
+            state,
+            observe: self.observe.clone(),
+            step: self.step.clone(),
+            obs,
+        }))
+    }
+
+    fn default_max_steps(&self) -> usize {
+        self.max_steps
+    }
+}
+
+impl Episode for StateEpisode {
+    fn observation(&self) -> &Observation {
+        &self.obs
+    }
+
+    fn act(&mut self, action: &Value) -> Result<Step> {
+        let (reward, done) = (self.step)(&mut self.state, action)?;
+        self.obs = to_observation((self.observe)(&self.state)?);
+        Ok(Step {
+            action: action.clone(),
+            observation: self.obs.clone(),
+            reward,
+            terminated: done,
+            truncated: false,
+            info: JsonMap::new(),
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// define: files
+
+/// The `define:` scheme: an environment from a TOML file, no code.
+pub struct DefineDriver;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DefineFile {
+    name: Option<String>,
+    description: Option<String>,
+    tasks_file: Option<String>,
+    #[serde(default)]
+    tasks: Vec<toml::Spanned<toml::Table>>,
+    judge: Option<JudgeSpec>,
+}
+
+#[derive(Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+struct JudgeSpec {
+    #[serde(rename = "type", default = "exact")]
+    kind: String,
+    #[serde(default = "answer")]
+    field: String,
+    extract: Option<String>,
+    pattern: Option<String>,
+    #[serde(default)]
+    case_sensitive: bool,
+    tolerance: Option<f64>,
+    rel_tolerance: Option<f64>,
+}
+
+fn exact() -> String {
+    "exact".into()
+}
+fn answer() -> String {
+    "answer".into()
+}
+
+impl Default for JudgeSpec {
+    fn default() -> Self {
+        JudgeSpec {
+            kind: exact(),
+            field: answer(),
+            extract: None,
+            pattern: None,
+            case_sensitive: false,
+            tolerance: None,
+            rel_tolerance: None,
+        }
+    }
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+impl Driver for DefineDriver {
+    fn scheme(&self) -> &'static str {
+        "define"
+    }
+
+    fn format(&self) -> &'static str {
+        "nenyax.define"
+    }
+
+    fn summary(&self) -> &'static str {
+        "an environment from a TOML file of tasks and a declarative judge: define:./capitals.toml"
+    }
+
+    fn params(&self, _target: &str) -> Vec<ParamSpec> {
+        Vec::new()
+    }
+
+    fn load(&self, uri: &Uri) -> Result<Arc<dyn Environment>> {
+        Params::check("define", uri, &self.params(&uri.target))?;
+        load_file(Path::new(&uri.target), &uri.raw)
+    }
+}
+
+/// Load a `define:` TOML file; errors name the file, line and field.
+pub fn load_file(path: &Path, id: &str) -> Result<Arc<dyn Environment>> {
+    let file = path.display().to_string();
+    let derr = |line: usize, field: &str, message: String| Error::Define {
+        file: file.clone(),
+        line,
+        field: field.to_string(),
+        message,
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| derr(0, "file", format!("cannot read it ({e}); check the path after `define:`")))?;
+    let spec: DefineFile = toml::from_str(&text).map_err(|e| {
+        let line = e.span().map_or(0, |s| line_of(&text, s.start));
+        let msg = e.message().trim().to_string();
+        let field = msg
+            .split('`')
+            .nth(1)
+            .filter(|_| msg.contains("field"))
+            .unwrap_or("toml")
+            .to_string();
+        derr(line, &field, msg)
+    })?;
+    let judge_spec = spec.judge.clone().unwrap_or_default();
+    let judge_line = text.lines().position(|l| l.trim() == "[judge]").map_or(0, |i| i + 1);
+    let (judge, extract) = build_judge(&judge_spec).map_err(|e| derr(judge_line, "judge", e.to_string()))?;
+
+    let (rows, lines) = match (&spec.tasks_file, spec.tasks.is_empty()) {
+        (Some(_), false) => {
+            return Err(derr(
+                0,
+                "tasks",
+                "give either `tasks_file` or inline [[tasks]], not both".into(),
+            ))
+        }
+        (Some(f), true) => {
+            let p: PathBuf = path.parent().unwrap_or(Path::new(".")).join(f);
+            read_jsonl(&p)?
+        }
+        (None, _) => {
+            let mut rows = Vec::new();
+            let mut lines = Vec::new();
+            for t in &spec.tasks {
+                lines.push(line_of(&text, t.span().start));
+                let v = serde_json::to_value(t.get_ref())
+                    .map_err(|e| derr(line_of(&text, t.span().start), "tasks", e.to_string()))?;
+                rows.push(match v {
+                    Value::Object(m) => m,
+                    _ => JsonMap::new(),
+                });
+            }
+            (rows, lines)
+        }
+    };
+    let data_file = spec
+        .tasks_file
+        .as_ref()
+        .map(|f| path.parent().unwrap_or(Path::new(".")).join(f).display().to_string())
+        .unwrap_or_else(|| file.clone());
+    for (i, row) in rows.iter().enumerate() {
+        if !row.contains_key(&judge_spec.field) && judge_spec.kind != "regex" {
+            return Err(Error::Define {
+                file: data_file.clone(),
+                line: lines.get(i).copied().unwrap_or(0),
+                field: format!("tasks[{i}].{}", judge_spec.field),
+                message: format!(
+                    "missing; the `{}` judge compares the reply with this field",
+                    judge_spec.kind
+                ),
+            });
+        }
+    }
+    let name = spec.name.clone().unwrap_or_else(|| {
+        path.file_stem()
+            .map_or("defined".into(), |s| s.to_string_lossy().to_string())
+    });
+    let field = judge_spec.field.clone();
+    let judge_for_score = judge.clone();
+    let mut builder = TaskEnvBuilder::new(name, rows, move |row, reply| {
+        let mut task = TaskRef::new("0");
+        task.metadata = row.clone();
+        let mut traj = Trajectory::start("define", Mode::Step, Some(task), None);
+        traj.steps.push(Step {
+            action: Value::String(reply.to_string()),
+            observation: Observation::default(),
+            reward: 0.0,
+            terminated: true,
+            truncated: false,
+            info: JsonMap::new(),
+        });
+        guard(|| judge_for_score.judge(&traj)).map(|j| j.score)
+    });
+    builder.judge_id = judge.id();
+    if let Some(extract) = extract {
+        builder = builder.reference(move |row| {
+            let want = match row.get(&field)? {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            extract.render(&want)
+        });
+    }
+    if let Some(d) = spec.description {
+        builder = builder.description(d);
+    }
+    builder.build_with_id(id.to_string(), &data_file, &lines)
+}
+
+fn build_judge(spec: &JudgeSpec) -> Result<(Arc<dyn Judge>, Option<Extract>)> {
+    let extract = |default: Extract| -> Result<Extract> {
+        spec.extract.as_deref().map_or(Ok(default), Extract::parse)
+    };
+    Ok(match spec.kind.as_str() {
+        "exact" => {
+            let e = extract(Extract::AnswerTag)?;
+            let j = ExactMatch {
+                field: spec.field.clone(),
+                extract: e.clone(),
+                case_sensitive: spec.case_sensitive,
+            };
+            (Arc::new(j), Some(e))
+        }
+        "contains" => {
+            let e = extract(Extract::Whole)?;
+            let j = Contains {
+                field: spec.field.clone(),
+                extract: e.clone(),
+                case_sensitive: spec.case_sensitive,
+            };
+            (Arc::new(j), Some(e))
+        }
+        "numeric" => {
+            let e = extract(Extract::AnswerTag)?;
+            let j = Numeric {
+                field: spec.field.clone(),
+                extract: e.clone(),
+                abs_tol: spec.tolerance.unwrap_or(1e-6),
+                rel_tol: spec.rel_tolerance.unwrap_or(0.0),
+            };
+            (Arc::new(j), Some(e))
+        }
+        "regex" => {
+            let p = spec.pattern.as_deref().ok_or_else(|| {
+                Error::Config("a `regex` judge needs `pattern = \"…\"`".into())
+            })?;
+            (Arc::new(RegexJudge::new(p)?), None)
+        }
+        other => {
+            return Err(Error::Config(format!(
+                "unknown judge type `{other}`; use exact, contains, numeric or regex"
+            )))
+        }
+    })
+}
+
+fn read_jsonl(path: &Path) -> Result<(Vec<JsonMap>, Vec<usize>)> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| Error::Define {
+        file: file.clone(),
+        line: 0,
+        field: "tasks_file".into(),
+        message: format!("cannot read it ({e}); the path is relative to the define file"),
+    })?;
+    let mut rows = Vec::new();
+    let mut lines = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Value>(line) {
+            Ok(Value::Object(m)) => {
+                rows.push(m);
+                lines.push(i + 1);
+            }
+            Ok(other) => {
+                return Err(Error::Define {
+                    file,
+                    line: i + 1,
+                    field: "row".into(),
+                    message: format!("each line must be a JSON object, got {}", crate::contract::preview(&other)),
+                })
+            }
+            Err(e) => {
+                return Err(Error::Define {
+                    file,
+                    line: i + 1,
+                    field: "row".into(),
+                    message: format!("not valid JSON: {e}"),
+                })
+            }
+        }
+    }
+    Ok((rows, lines))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::RolloutOptions;
+
+    fn row(prompt: &str, answer: &str) -> JsonMap {
+        json!({"prompt": prompt, "answer": answer}).as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn task_env_scores_with_the_closure() {
+        let env = TaskEnvBuilder::new("caps", vec![row("Kenya?", "Nairobi"), row("France?", "Paris")], |r, reply| {
+            Ok(f64::from(u8::from(reply.contains(r["answer"].as_str().unwrap()))))
+        })
+        .reference(|r| r["answer"].as_str().map(str::to_string))
+        .build()
+        .unwrap();
+        assert_eq!(env.id(), "defined:caps");
+        let oracle = env.reference_policy(None).unwrap();
+        for t in env.tasks(None).unwrap() {
+            let tr = env.rollout(&oracle, &RolloutOptions::new(Some(t), None));
+            assert_eq!(tr.score(), Some(1.0));
+        }
+        let null = env.null_policy(None).unwrap();
+        assert_eq!(env.rollout(&null, &RolloutOptions::default()).score(), Some(0.0));
+    }
+
+    #[test]
+    fn non_finite_scores_fail_the_episode_not_the_process() {
+        let env = TaskEnvBuilder::new("nan", vec![row("q", "a")], |_, _| Ok(f64::NAN)).build().unwrap();
+        let tr = env.rollout(&Policy::constant(json!("x")), &RolloutOptions::default());
+        assert!(tr.judgment.is_none());
+        assert!(tr.error.unwrap().starts_with("NonFiniteScore"));
+    }
+
+    #[test]
+    fn rows_without_prompts_are_refused() {
+        let e = TaskEnvBuilder::new("x", vec![json!({"q": 1}).as_object().unwrap().clone()], |_, _| Ok(0.0))
+            .build()
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("tasks[0].prompt"), "{e}");
+    }
+
+    #[test]
+    fn stateful_env_runs_to_done() {
+        let env = stateful(
+            "count",
+            |seed| Ok(json!({"n": seed})),
+            |s| Ok(json!(format!("n is {}", s["n"]))),
+            |s, a| {
+                let n = s["n"].as_i64().unwrap() + a.as_i64().unwrap_or(0);
+                s["n"] = json!(n);
+                Ok((1.0, n >= 3))
+            },
+            10,
+        );
+        let tr = env.rollout(&Policy::constant(json!(1)), &RolloutOptions::new(None, Some(0)));
+        assert_eq!(tr.steps.len(), 3);
+        assert_eq!(tr.score(), Some(3.0));
+        assert_eq!(tr.steps[2].observation.text.as_deref(), Some("n is 3"));
+    }
+}

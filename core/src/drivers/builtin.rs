@@ -1,0 +1,616 @@
+//! Environments compiled into the library, with no dependencies: the embedded default for the
+//! README and for the tests of every layer above. Each has an oracle and a null policy, so each
+//! can reach the audited tier.
+//!
+//! - `builtin:arithmetic`: seeded procedural one-turn arithmetic, answers in `<answer></answer>`.
+//! - `builtin:guess`: guess a seeded number with higher/lower feedback, reward on the hit.
+
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+use crate::contract::{
+    JudgeSource, Judgment, JsonMap, Manifest, Mode, Observation, RewardTiming, Step, TaskRef,
+};
+use crate::env::{Environment, Episode};
+use crate::error::{Error, Result};
+use crate::judges::{extract_answer_tag, last_number};
+use crate::policy::Policy;
+use crate::rng::{splitmix64, Rng};
+use crate::router::Driver;
+use crate::uri::{ParamKind, ParamSpec, Params, Uri};
+
+const TARGETS: &[&str] = &["arithmetic", "guess"];
+
+/// The `builtin:` scheme.
+pub struct BuiltinDriver;
+
+fn size_seed() -> Vec<ParamSpec> {
+    vec![
+        ParamSpec {
+            name: "size",
+            kind: ParamKind::Int {
+                min: 1,
+                max: 100_000_000,
+            },
+            default: "100",
+            help: "number of tasks",
+        },
+        ParamSpec {
+            name: "seed",
+            kind: ParamKind::Int {
+                min: 0,
+                max: i64::MAX,
+            },
+            default: "0",
+            help: "seed of the task generator",
+        },
+    ]
+}
+
+impl Driver for BuiltinDriver {
+    fn scheme(&self) -> &'static str {
+        "builtin"
+    }
+
+    fn format(&self) -> &'static str {
+        "builtin"
+    }
+
+    fn summary(&self) -> &'static str {
+        "environments compiled into Nenyax: builtin:arithmetic?size=100&digits=2, builtin:guess?high=100"
+    }
+
+    fn params(&self, target: &str) -> Vec<ParamSpec> {
+        let mut p = size_seed();
+        match target {
+            "arithmetic" => {
+                p.push(ParamSpec {
+                    name: "digits",
+                    kind: ParamKind::Int { min: 1, max: 9 },
+                    default: "2",
+                    help: "digits per operand",
+                });
+                p.push(ParamSpec {
+                    name: "ops",
+                    kind: ParamKind::Str,
+                    default: "+-*",
+                    help: "operators to draw from, any of + - *",
+                });
+            }
+            "guess" => {
+                p.push(ParamSpec {
+                    name: "high",
+                    kind: ParamKind::Int {
+                        min: 2,
+                        max: 1_000_000_000,
+                    },
+                    default: "100",
+                    help: "the secret is drawn from 1..=high",
+                });
+                p.push(ParamSpec {
+                    name: "max_guesses",
+                    kind: ParamKind::Int { min: 1, max: 1000 },
+                    default: "10",
+                    help: "guesses before the episode ends",
+                });
+            }
+            _ => {}
+        }
+        p
+    }
+
+    fn load(&self, uri: &Uri) -> Result<Arc<dyn Environment>> {
+        if !TARGETS.contains(&uri.target.as_str()) {
+            return Err(Error::UnknownTarget {
+                driver: "builtin".into(),
+                target: uri.target.clone(),
+                available: TARGETS.iter().map(|t| t.to_string()).collect(),
+            });
+        }
+        let params = Params::check("builtin", uri, &self.params(&uri.target))?;
+        let size = params.int("size", 100) as u64;
+        let seed = params.int("seed", 0) as u64;
+        Ok(match uri.target.as_str() {
+            "arithmetic" => {
+                let ops = params.string("ops", "+-*");
+                if ops.is_empty() || !ops.chars().all(|c| "+-*".contains(c)) {
+                    return Err(Error::InvalidParameter {
+                        driver: "builtin".into(),
+                        param: "ops".into(),
+                        value: ops,
+                        expected: "one or more of the characters + - * (write + as %2B in a URI)"
+                            .into(),
+                    });
+                }
+                Arc::new(Arithmetic::new(
+                    &uri.raw,
+                    Gen {
+                        size,
+                        seed,
+                        digits: params.int("digits", 2) as u32,
+                        ops: ops.chars().collect(),
+                    },
+                ))
+            }
+            _ => Arc::new(Guess::new(
+                &uri.raw,
+                size,
+                seed,
+                params.int("high", 100),
+                params.int("max_guesses", 10) as u32,
+            )),
+        })
+    }
+}
+
+/// Which task an episode plays: the given task's index, else `seed mod size`.
+fn task_index(env_id: &str, size: u64, task: Option<&TaskRef>, seed: Option<i64>) -> Result<u64> {
+    match task {
+        Some(t) => t
+            .id
+            .parse::<u64>()
+            .ok()
+            .filter(|i| *i < size)
+            .ok_or_else(|| Error::InvalidParameter {
+                driver: env_id.to_string(),
+                param: "task.id".into(),
+                value: t.id.clone(),
+                expected: format!("a task index from 0 to {}", size - 1),
+            }),
+        None => Ok(seed.unwrap_or(0).rem_euclid(size as i64) as u64),
+    }
+}
+
+fn task_rng(seed: u64, index: u64) -> Rng {
+    Rng::new(seed ^ splitmix64(index.wrapping_add(0xA5A5_A5A5)))
+}
+
+// ---------------------------------------------------------------------------------------------
+// arithmetic
+
+#[derive(Debug, Clone)]
+struct Gen {
+    size: u64,
+    seed: u64,
+    digits: u32,
+    ops: Vec<char>,
+}
+
+#[derive(Debug, Clone)]
+struct Problem {
+    expression: String,
+    answer: i64,
+}
+
+impl Gen {
+    fn problem(&self, index: u64) -> Problem {
+        let mut rng = task_rng(self.seed, index);
+        let hi = 10i64.pow(self.digits) - 1;
+        let lo = if self.digits == 1 { 0 } else { 10i64.pow(self.digits - 1) };
+        let (a, b) = (rng.range(lo, hi), rng.range(lo, hi));
+        let op = self.ops[rng.range(0, self.ops.len() as i64 - 1) as usize];
+        let answer = match op {
+            '+' => a + b,
+            '-' => a - b,
+            _ => a * b,
+        };
+        Problem {
+            expression: format!("{a} {op} {b}"),
+            answer,
+        }
+    }
+
+    fn prompt(p: &Problem) -> String {
+        format!(
+            "What is {}? Give your final answer inside <answer></answer> tags, e.g. <answer>42</answer>.",
+            p.expression
+        )
+    }
+
+    fn task(&self, index: u64) -> TaskRef {
+        let p = self.problem(index);
+        let mut t = TaskRef::new(index.to_string());
+        t.prompt = Some(Gen::prompt(&p));
+        t.metadata.insert("answer".into(), json!(p.answer.to_string()));
+        t.metadata.insert("expression".into(), json!(p.expression));
+        t
+    }
+}
+
+struct Arithmetic {
+    manifest: Manifest,
+    gen: Arc<Gen>,
+}
+
+impl Arithmetic {
+    fn new(id: &str, gen: Gen) -> Self {
+        let mut m = Manifest::new(id, "arithmetic", "builtin", Mode::Step);
+        m.version = Some(env!("CARGO_PKG_VERSION").to_string());
+        m.license = Some("Apache-2.0".into());
+        m.description = Some(format!(
+            "Seeded one-turn arithmetic with {}-digit operands ({}); the reply's last \
+             <answer></answer> span must equal the result.",
+            gen.digits,
+            gen.ops.iter().collect::<String>()
+        ));
+        m.capabilities.text = true;
+        m.capabilities.reward_timing = RewardTiming::Terminal;
+        m.num_tasks = Some(gen.size);
+        m.action_schema = Some(obj(json!({"type": "string", "description": "the reply text"})));
+        m.observation_schema = Some(obj(json!({
+            "type": "object",
+            "properties": {"expression": {"type": "string"}}
+        })));
+        Arithmetic {
+            manifest: m,
+            gen: Arc::new(gen),
+        }
+    }
+}
+
+fn obj(v: Value) -> JsonMap {
+    match v {
+        Value::Object(m) => m,
+        _ => JsonMap::new(),
+    }
+}
+
+struct ArithmeticEpisode {
+    env_id: String,
+    task: TaskRef,
+    answer: i64,
+    obs: Observation,
+}
+
+impl Environment for Arithmetic {
+    fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    fn tasks(&self, limit: Option<usize>) -> Result<Vec<TaskRef>> {
+        let n = limit.map_or(self.gen.size, |l| (l as u64).min(self.gen.size));
+        Ok((0..n).map(|i| self.gen.task(i)).collect())
+    }
+
+    fn open(&self, task: Option<&TaskRef>, seed: Option<i64>) -> Result<Box<dyn Episode>> {
+        let index = task_index(&self.manifest.id, self.gen.size, task, seed)?;
+        let p = self.gen.problem(index);
+        let mut obs = Observation::text(Gen::prompt(&p));
+        obs.data = json!({"expression": p.expression});
+        obs.info.insert("task_id".into(), json!(index.to_string()));
+        Ok(Box::new(ArithmeticEpisode {
+            env_id: self.manifest.id.clone(),
+            task: self.gen.task(index),
+            answer: p.answer,
+            obs,
+        }))
+    }
+
+    fn reference_policy(&self, _task: Option<&TaskRef>) -> Option<Policy> {
+        let gen = self.gen.clone();
+        Some(Policy::action(move |obs| {
+            let index = obs
+                .info
+                .get("task_id")
+                .and_then(Value::as_str)
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| Error::Policy("observation has no task_id".into()))?;
+            Ok(json!(format!("<answer>{}</answer>", gen.problem(index).answer)))
+        }))
+    }
+
+    fn null_policy(&self, _task: Option<&TaskRef>) -> Option<Policy> {
+        Some(Policy::constant(json!("<answer></answer>")))
+    }
+
+    fn default_max_steps(&self) -> usize {
+        1
+    }
+}
+
+impl Episode for ArithmeticEpisode {
+    fn observation(&self) -> &Observation {
+        &self.obs
+    }
+
+    fn act(&mut self, action: &Value) -> Result<Step> {
+        let reply = action.as_str().ok_or_else(|| Error::InvalidAction {
+            env: self.env_id.clone(),
+            action: crate::contract::preview(action),
+            reason: "expected the reply text (a JSON string)".into(),
+        })?;
+        let extracted = extract_answer_tag(reply);
+        let correct = extracted
+            .as_deref()
+            .and_then(|s| s.trim().replace(',', "").parse::<f64>().ok())
+            .is_some_and(|x| x == self.answer as f64);
+        let mut info = JsonMap::new();
+        info.insert("extracted".into(), json!(extracted));
+        Ok(Step {
+            action: action.clone(),
+            observation: Observation::text(""),
+            reward: if correct { 1.0 } else { 0.0 },
+            terminated: true,
+            truncated: false,
+            info,
+        })
+    }
+
+    fn judge(&self, steps: &[Step]) -> Result<Judgment> {
+        let score = steps.last().map_or(0.0, |s| s.reward);
+        Ok(Judgment::new(score, JudgeSource::Verifier, "builtin:arithmetic")?
+            .with_passed(score >= 1.0)
+            .with_detail("expected", self.answer.to_string())
+            .with_detail(
+                "extracted",
+                steps.last().and_then(|s| s.info.get("extracted")).cloned().unwrap_or(Value::Null),
+            ))
+    }
+
+    fn task(&self) -> Option<TaskRef> {
+        Some(self.task.clone())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// guess
+
+struct Guess {
+    manifest: Manifest,
+    size: u64,
+    seed: u64,
+    high: i64,
+    max_guesses: u32,
+}
+
+impl Guess {
+    fn new(id: &str, size: u64, seed: u64, high: i64, max_guesses: u32) -> Self {
+        let mut m = Manifest::new(id, "guess", "builtin", Mode::Step);
+        m.version = Some(env!("CARGO_PKG_VERSION").to_string());
+        m.license = Some("Apache-2.0".into());
+        m.description = Some(format!(
+            "Guess a seeded number from 1 to {high} in at most {max_guesses} guesses; the feedback \
+             says higher or lower, and the hit earns reward 1."
+        ));
+        m.capabilities.text = true;
+        m.capabilities.reward_timing = RewardTiming::PerStep;
+        m.num_tasks = Some(size);
+        m.action_schema = Some(obj(json!({
+            "type": ["integer", "string"],
+            "description": "the guess, or reply text whose last number is the guess"
+        })));
+        m.observation_schema = Some(obj(json!({
+            "type": "object",
+            "properties": {
+                "low": {"type": "integer"}, "high": {"type": "integer"},
+                "guesses_left": {"type": "integer"}, "feedback": {"type": ["string", "null"]}
+            }
+        })));
+        Guess {
+            manifest: m,
+            size,
+            seed,
+            high,
+            max_guesses,
+        }
+    }
+
+    fn secret(&self, index: u64) -> i64 {
+        task_rng(self.seed, index).range(1, self.high)
+    }
+}
+
+struct GuessEpisode {
+    env_id: String,
+    task: TaskRef,
+    secret: i64,
+    low: i64,
+    high: i64,
+    left: u32,
+    found: bool,
+    obs: Observation,
+}
+
+impl GuessEpisode {
+    fn observe(&mut self, feedback: Option<&str>) {
+        let text = match feedback {
+            None => format!(
+                "I am thinking of a whole number from {} to {}. You have {} guesses. Reply with \
+                 your guess as a number.",
+                self.low, self.high, self.left
+            ),
+            Some(f) => format!("{f} You have {} guesses left.", self.left),
+        };
+        let mut obs = Observation::text(text);
+        obs.data = json!({"low": self.low, "high": self.high, "guesses_left": self.left, "feedback": feedback});
+        obs.info.insert("task_id".into(), json!(self.task.id));
+        self.obs = obs;
+    }
+}
+
+impl Environment for Guess {
+    fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    fn tasks(&self, limit: Option<usize>) -> Result<Vec<TaskRef>> {
+        let n = limit.map_or(self.size, |l| (l as u64).min(self.size));
+        Ok((0..n)
+            .map(|i| {
+                let mut t = TaskRef::new(i.to_string());
+                t.metadata.insert("answer".into(), json!(self.secret(i).to_string()));
+                t
+            })
+            .collect())
+    }
+
+    fn open(&self, task: Option<&TaskRef>, seed: Option<i64>) -> Result<Box<dyn Episode>> {
+        let index = task_index(&self.manifest.id, self.size, task, seed)?;
+        let secret = self.secret(index);
+        let mut t = TaskRef::new(index.to_string());
+        t.metadata.insert("answer".into(), json!(secret.to_string()));
+        let mut ep = GuessEpisode {
+            env_id: self.manifest.id.clone(),
+            task: t,
+            secret,
+            low: 1,
+            high: self.high,
+            left: self.max_guesses,
+            found: false,
+            obs: Observation::default(),
+        };
+        ep.observe(None);
+        Ok(Box::new(ep))
+    }
+
+    fn reference_policy(&self, _task: Option<&TaskRef>) -> Option<Policy> {
+        // Bisection from what the observation shows: always finds it within log2(high) guesses.
+        Some(Policy::action(|obs| {
+            let lo = obs.data.get("low").and_then(Value::as_i64);
+            let hi = obs.data.get("high").and_then(Value::as_i64);
+            match (lo, hi) {
+                (Some(lo), Some(hi)) => Ok(json!(lo + (hi - lo) / 2)),
+                _ => Err(Error::Policy("observation has no low/high bounds".into())),
+            }
+        }))
+    }
+
+    fn null_policy(&self, _task: Option<&TaskRef>) -> Option<Policy> {
+        Some(Policy::constant(json!(0)))
+    }
+
+    fn default_max_steps(&self) -> usize {
+        self.max_guesses as usize
+    }
+}
+
+impl Episode for GuessEpisode {
+    fn observation(&self) -> &Observation {
+        &self.obs
+    }
+
+    fn act(&mut self, action: &Value) -> Result<Step> {
+        let guess = match action {
+            Value::Number(n) => n.as_i64().or_else(|| n.as_f64().map(|f| f.round() as i64)),
+            Value::String(s) => last_number(s).map(|f| f.round() as i64),
+            other => {
+                return Err(Error::InvalidAction {
+                    env: self.env_id.clone(),
+                    action: crate::contract::preview(other),
+                    reason: "expected a number, or reply text containing one".into(),
+                })
+            }
+        };
+        self.left = self.left.saturating_sub(1);
+        let feedback = match guess {
+            None => "That is not a number.".to_string(),
+            Some(g) if g == self.secret => {
+                self.found = true;
+                format!("Correct, it is {g}!")
+            }
+            Some(g) if g < self.secret => {
+                self.low = self.low.max(g + 1);
+                format!("Higher than {g}.")
+            }
+            Some(g) => {
+                self.high = self.high.min(g - 1);
+                format!("Lower than {g}.")
+            }
+        };
+        self.observe(Some(&feedback));
+        let mut info = JsonMap::new();
+        info.insert("guess".into(), json!(guess));
+        Ok(Step {
+            action: action.clone(),
+            observation: self.obs.clone(),
+            reward: if self.found { 1.0 } else { 0.0 },
+            terminated: self.found || self.left == 0,
+            truncated: false,
+            info,
+        })
+    }
+
+    fn judge(&self, steps: &[Step]) -> Result<Judgment> {
+        let score: f64 = steps.iter().map(|s| s.reward).sum();
+        Ok(Judgment::new(score, JudgeSource::Env, "builtin:guess")?
+            .with_passed(self.found)
+            .with_detail("secret", self.secret)
+            .with_detail("guesses", steps.len()))
+    }
+
+    fn task(&self) -> Option<TaskRef> {
+        Some(self.task.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::RolloutOptions;
+    use crate::router::load;
+
+    #[test]
+    fn arithmetic_is_seeded_and_its_oracle_wins() {
+        let env = load("builtin:arithmetic?size=50&seed=3").unwrap();
+        let again = load("builtin:arithmetic?size=50&seed=3").unwrap();
+        assert_eq!(env.tasks(None).unwrap(), again.tasks(None).unwrap());
+        let other = load("builtin:arithmetic?size=50&seed=4").unwrap();
+        assert_ne!(env.tasks(None).unwrap(), other.tasks(None).unwrap());
+        let oracle = env.reference_policy(None).unwrap();
+        let null = env.null_policy(None).unwrap();
+        for t in env.tasks(None).unwrap() {
+            let opts = RolloutOptions::new(Some(t.clone()), Some(0));
+            let good = env.rollout(&oracle, &opts);
+            assert_eq!(good.score(), Some(1.0), "{:?}", good.error);
+            assert_eq!(good.task.as_ref().unwrap().metadata["answer"], t.metadata["answer"]);
+            assert_eq!(env.rollout(&null, &opts).score(), Some(0.0));
+        }
+    }
+
+    #[test]
+    fn arithmetic_answers_are_right() {
+        let gen = Gen { size: 10, seed: 0, digits: 3, ops: vec!['+', '-', '*'] };
+        for i in 0..200 {
+            let p = gen.problem(i);
+            let parts: Vec<&str> = p.expression.split(' ').collect();
+            let (a, b): (i64, i64) = (parts[0].parse().unwrap(), parts[2].parse().unwrap());
+            assert!((100..=999).contains(&a) && (100..=999).contains(&b));
+            let want = match parts[1] { "+" => a + b, "-" => a - b, _ => a * b };
+            assert_eq!(p.answer, want);
+        }
+    }
+
+    #[test]
+    fn guess_oracle_bisects_and_null_never_hits() {
+        let env = load("builtin:guess?size=20&high=1000&max_guesses=10").unwrap();
+        let oracle = env.reference_policy(None).unwrap();
+        let null = env.null_policy(None).unwrap();
+        for t in env.tasks(None).unwrap() {
+            let opts = RolloutOptions::new(Some(t), None);
+            let good = env.rollout(&oracle, &opts);
+            assert_eq!(good.score(), Some(1.0), "{:?}", good.error);
+            assert!(good.steps.len() <= 10);
+            let bad = env.rollout(&null, &opts);
+            assert_eq!(bad.score(), Some(0.0));
+            assert_eq!(bad.steps.len(), 10);
+        }
+    }
+
+    #[test]
+    fn guess_reads_numbers_out_of_chat_text() {
+        let env = load("builtin:guess?high=10").unwrap();
+        let mut s = env.session(None, Some(0)).unwrap();
+        let step = s.act(json!("I think it is 5")).unwrap();
+        assert_eq!(step.info["guess"], json!(5));
+        let step = s.act(json!("no idea")).unwrap();
+        assert!(step.observation.text.unwrap().contains("not a number"));
+        assert!(s.act(json!({"guess": 1})).is_err());
+    }
+
+    #[test]
+    fn out_of_range_task_ids_are_typed_errors() {
+        let env = load("builtin:arithmetic?size=5").unwrap();
+        let e = env.session(Some(&TaskRef::new("9")), None).err().unwrap();
+        assert!(e.to_string().contains("from 0 to 4"), "{e}");
+    }
+}

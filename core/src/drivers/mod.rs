@@ -1,0 +1,3 @@
+//! One module per native format.
+
+pub mod builtin;

@@ -1,0 +1,323 @@
+//! The environment API: one universal call, `rollout`, and `session` where stepping from
+//! outside is true.
+//!
+//! Drivers implement [`Environment`] (and, for step mode, [`Episode`]); callers use
+//! [`Environment::rollout`], which never panics and never loses an episode: whatever fails
+//! (the environment, the policy, a judge, a panic in any of them) is recorded in the returned
+//! [`Trajectory`]'s `error`.
+
+use serde_json::Value;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Instant;
+
+use crate::contract::{JudgeSource, Judgment, Manifest, Mode, Observation, Step, TaskRef, Trajectory};
+use crate::error::{panic_message, Error, Result};
+use crate::policy::{ChatPolicy, Policy};
+
+/// One live step-mode episode, as a driver implements it.
+pub trait Episode: Send {
+    /// The current observation.
+    fn observation(&self) -> &Observation;
+
+    /// Apply `action` and return the transition.
+    fn act(&mut self, action: &Value) -> Result<Step>;
+
+    /// The episode's verdict; the default is the summed reward, on the environment's authority.
+    fn judge(&self, steps: &[Step]) -> Result<Judgment> {
+        let total: f64 = steps.iter().map(|s| s.reward).sum();
+        Judgment::new(total, JudgeSource::Env, "env.return")
+    }
+
+    /// The task being played, when known (lets judges find the expected answer).
+    fn task(&self) -> Option<TaskRef> {
+        None
+    }
+
+    /// Release resources; called once.
+    fn close(&mut self) {}
+}
+
+/// Where and how to roll out one episode.
+#[derive(Debug, Clone, Default)]
+pub struct RolloutOptions {
+    /// The task; `None` lets the environment pick one from the seed.
+    pub task: Option<TaskRef>,
+    /// The seed.
+    pub seed: Option<i64>,
+    /// Step limit; `None` uses the environment's default.
+    pub max_steps: Option<usize>,
+}
+
+impl RolloutOptions {
+    /// Options for a given task and seed.
+    pub fn new(task: Option<TaskRef>, seed: Option<i64>) -> Self {
+        RolloutOptions {
+            task,
+            seed,
+            max_steps: None,
+        }
+    }
+}
+
+/// A loaded environment of any format.
+pub trait Environment: Send + Sync {
+    /// Identity and capabilities.
+    fn manifest(&self) -> &Manifest;
+
+    /// Enumerable tasks, at most `limit`; empty when the environment has none.
+    fn tasks(&self, _limit: Option<usize>) -> Result<Vec<TaskRef>> {
+        Ok(Vec::new())
+    }
+
+    /// Start a step-mode episode. Only step-mode environments implement it.
+    fn open(&self, _task: Option<&TaskRef>, _seed: Option<i64>) -> Result<Box<dyn Episode>> {
+        Err(self.unsupported("be stepped from outside; use rollout() instead"))
+    }
+
+    /// Run one episode into `traj`. The default drives [`Environment::open`] with the policy;
+    /// rollout- and task-mode drivers override it. Errors are recorded by the caller.
+    fn drive(&self, policy: &Policy, opts: &RolloutOptions, traj: &mut Trajectory) -> Result<()> {
+        drive_steps(self, policy, opts, traj)
+    }
+
+    /// A policy expected to succeed (an oracle), used by audits.
+    fn reference_policy(&self, _task: Option<&TaskRef>) -> Option<Policy> {
+        None
+    }
+
+    /// A policy expected to fail (does nothing useful), used by audits.
+    fn null_policy(&self, _task: Option<&TaskRef>) -> Option<Policy> {
+        None
+    }
+
+    /// A cheap policy that exercises the plumbing without needing to be good.
+    fn probe_policy(&self) -> Option<Policy> {
+        None
+    }
+
+    /// Step limit when the caller gives none.
+    fn default_max_steps(&self) -> usize {
+        1000
+    }
+
+    /// The environment id (its canonical URI).
+    fn id(&self) -> &str {
+        &self.manifest().id
+    }
+
+    /// The mode.
+    fn mode(&self) -> Mode {
+        self.manifest().mode
+    }
+
+    /// Open a step-mode session; other modes give `UnsupportedCapability`.
+    fn session(&self, task: Option<&TaskRef>, seed: Option<i64>) -> Result<Session> {
+        if self.mode() != Mode::Step {
+            return Err(self.unsupported(&format!(
+                "be stepped from outside: it runs in {} mode; use rollout() instead",
+                self.mode()
+            )));
+        }
+        let env_id = self.id().to_string();
+        let episode = guard(|| self.open(task, seed))?;
+        Ok(Session::new(env_id, episode))
+    }
+
+    /// Run one episode and return its judged trajectory. Never panics: failures, panics
+    /// included, are recorded in the trajectory's `error`.
+    fn rollout(&self, policy: &Policy, opts: &RolloutOptions) -> Trajectory {
+        let mut traj = Trajectory::start(self.id(), self.mode(), opts.task.clone(), opts.seed);
+        let t0 = Instant::now();
+        if let Err(e) = guard(|| self.drive(policy, opts, &mut traj)) {
+            traj.fail(&e);
+        }
+        traj.duration_s = Some(t0.elapsed().as_secs_f64());
+        traj
+    }
+
+    /// The typed error for a capability this environment lacks.
+    fn unsupported(&self, what: &str) -> Error {
+        Error::UnsupportedCapability {
+            env: self.id().to_string(),
+            what: what.to_string(),
+        }
+    }
+}
+
+/// Run `f`, turning a panic into an error so nothing unwinds into callers (or across the C ABI).
+pub fn guard<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| {
+        Err(Error::Environment(format!(
+            "panicked: {}",
+            panic_message(p.as_ref())
+        )))
+    })
+}
+
+/// Resolve a policy into something that acts on observations, for a step-mode environment.
+enum Actor<'a> {
+    Action(&'a crate::policy::ActionFn),
+    Chat(ChatPolicy),
+}
+
+impl Actor<'_> {
+    fn act(&mut self, obs: &Observation) -> Result<Value> {
+        let out = catch_unwind(AssertUnwindSafe(|| match self {
+            Actor::Action(f) => f(obs),
+            Actor::Chat(c) => c.act(obs),
+        }));
+        match out {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e @ (Error::Policy(_) | Error::Endpoint { .. } | Error::Protocol(_)))) => Err(e),
+            Ok(Err(e)) => Err(Error::Policy(format!("policy failed: {}: {e}", e.kind()))),
+            Err(p) => Err(Error::Policy(format!(
+                "policy panicked: {}",
+                panic_message(p.as_ref())
+            ))),
+        }
+    }
+}
+
+/// The step loop behind every step-mode rollout: open, act until done or the step limit, judge.
+pub fn drive_steps<E: Environment + ?Sized>(
+    env: &E,
+    policy: &Policy,
+    opts: &RolloutOptions,
+    traj: &mut Trajectory,
+) -> Result<()> {
+    let manifest = env.manifest();
+    let mut actor = match policy {
+        Policy::Action(f) => Actor::Action(f.as_ref()),
+        Policy::Chat(model) => {
+            if !manifest.capabilities.text {
+                return Err(Error::PolicyMismatch(format!(
+                    "{} has non-text observations; pass an action policy, not a chat model",
+                    manifest.id
+                )));
+            }
+            Actor::Chat(ChatPolicy::new(model.clone(), None))
+        }
+        Policy::Native(name) => {
+            return Err(Error::PolicyMismatch(format!(
+                "{} is a step environment; native agent `{name}` drives task-mode environments only",
+                manifest.id
+            )))
+        }
+    };
+    let limit = opts.max_steps.unwrap_or_else(|| env.default_max_steps()).max(1);
+    let result = (|| {
+        let mut session = env.session(opts.task.as_ref(), opts.seed)?;
+        if traj.task.is_none() {
+            traj.task = session.task();
+        }
+        traj.initial_observation = Some(session.observation().clone());
+        while !session.done() {
+            if traj.steps.len() >= limit {
+                if let Some(last) = traj.steps.last_mut() {
+                    last.truncated = true;
+                }
+                break;
+            }
+            let action = actor.act(session.observation())?;
+            let step = session.act(action)?;
+            traj.steps.push(step);
+        }
+        let judgment = session.judgment_of(&traj.steps);
+        session.close();
+        traj.judgment = Some(judgment?);
+        Ok(())
+    })();
+    if let Actor::Chat(chat) = actor {
+        traj.messages = chat.history;
+        traj.model_calls = chat.calls;
+    }
+    result
+}
+
+/// A live step-mode episode, as callers use it: the contract's rules (finite rewards, no acting
+/// after the end) are enforced here for every driver.
+pub struct Session {
+    env_id: String,
+    episode: Box<dyn Episode>,
+    steps: Vec<Step>,
+    done: bool,
+    closed: bool,
+}
+
+impl Session {
+    fn new(env_id: String, episode: Box<dyn Episode>) -> Self {
+        Session {
+            env_id,
+            episode,
+            steps: Vec::new(),
+            done: false,
+            closed: false,
+        }
+    }
+
+    /// The current observation.
+    pub fn observation(&self) -> &Observation {
+        self.episode.observation()
+    }
+
+    /// The task being played, when known.
+    pub fn task(&self) -> Option<TaskRef> {
+        self.episode.task()
+    }
+
+    /// True once a step terminated or truncated the episode.
+    pub fn done(&self) -> bool {
+        self.done
+    }
+
+    /// The transitions so far.
+    pub fn steps(&self) -> &[Step] {
+        &self.steps
+    }
+
+    /// Apply an action. Acting after the end, or a non-finite reward, is a typed error.
+    pub fn act(&mut self, action: Value) -> Result<Step> {
+        if self.done {
+            return Err(Error::Environment(format!(
+                "{}: the episode is over; open a new session",
+                self.env_id
+            )));
+        }
+        let step = guard(|| self.episode.act(&action))?;
+        if !step.reward.is_finite() {
+            return Err(Error::Environment(format!(
+                "{} returned a non-finite reward ({}) for action {}",
+                self.env_id, step.reward, action
+            )));
+        }
+        self.done = step.done();
+        self.steps.push(step.clone());
+        Ok(step)
+    }
+
+    /// The judgment of the episode so far.
+    pub fn judgment(&self) -> Result<Judgment> {
+        self.judgment_of(&self.steps)
+    }
+
+    fn judgment_of(&self, steps: &[Step]) -> Result<Judgment> {
+        guard(|| self.episode.judge(steps))
+    }
+
+    /// Release the episode's resources (also done on drop).
+    pub fn close(&mut self) {
+        if !self.closed {
+            self.closed = true;
+            let _ = guard(|| {
+                self.episode.close();
+                Ok(())
+            });
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.close();
+    }
+}

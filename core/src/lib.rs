@@ -1,0 +1,41 @@
+//! Nenyax: one contract for every RL environment.
+//!
+//! Load an environment from any framework by URI, drive it with any policy or model, and get
+//! back the same judged [`Trajectory`]; measure how far it really gets with [`conformance`].
+//!
+//! ```
+//! use nenyax::{load, RolloutOptions};
+//!
+//! let env = load("builtin:arithmetic?size=10").unwrap();
+//! let oracle = env.reference_policy(None).unwrap();
+//! let traj = env.rollout(&oracle, &RolloutOptions::default());
+//! assert_eq!(traj.score(), Some(1.0));
+//! ```
+//!
+//! The library is synchronous (no async runtime) and every entry point that runs user or
+//! environment code catches panics, so it is safe to embed behind a C ABI.
+
+#![warn(missing_docs)]
+
+pub mod conformance;
+pub mod contract;
+pub mod define;
+pub mod drivers;
+pub mod env;
+pub mod error;
+pub mod judges;
+pub mod policy;
+pub mod replay;
+pub mod rng;
+pub mod router;
+pub mod runner;
+pub mod uri;
+
+pub use conformance::{check, check_uri, CheckOptions, Report, Tier};
+pub use contract::*;
+pub use env::{Environment, Episode, RolloutOptions, Session};
+pub use error::{Error, Result};
+pub use judges::{with_judge, Judge};
+pub use policy::{ChatModel, ChatPolicy, Endpoint, FunctionModel, Policy};
+pub use router::{load, Driver, Readiness, Registry};
+pub use runner::{plan, Job, Runner};
