@@ -1,1 +1,306 @@
-fn main() {}
+//! The `nenyax` command line: list drivers, inspect, check, run and replay environments.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use serde_json::json;
+use std::fs::OpenOptions;
+use std::io::{BufWriter, Write};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nenyax::conformance::{check, CheckOptions, Tier};
+use nenyax::{plan, replay, Endpoint, Environment, Error, Policy, Readiness, Registry, Runner};
+
+#[derive(Parser)]
+#[command(
+    name = "nenyax",
+    version,
+    about = "One contract for every RL environment: load by URI, check, run, replay",
+    after_help = "Examples:\n  nenyax check builtin:arithmetic\n  nenyax run builtin:arithmetic --policy oracle -n 1000 --out t.jsonl\n  nenyax try builtin:guess"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List every driver and whether it is ready here (and if not, what is missing)
+    Drivers {
+        /// Print JSON instead of a table
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print an environment's manifest as JSON
+    Info {
+        /// Environment URI, e.g. builtin:arithmetic?size=100
+        uri: String,
+    },
+    /// Measure the conformance tier an environment really reaches
+    Check {
+        /// Environment URI
+        uri: String,
+        /// Tasks sampled per check
+        #[arg(long, default_value_t = 8)]
+        samples: usize,
+        /// Threads for the parallel-consistency check
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+        /// Print the report as JSON
+        #[arg(long)]
+        json: bool,
+        /// Exit with status 1 unless this tier is reached
+        #[arg(long, value_parser = parse_tier)]
+        require: Option<Tier>,
+    },
+    /// Roll out many episodes in parallel and write judged trajectories
+    Run {
+        /// Environment URI
+        uri: String,
+        #[command(flatten)]
+        policy: PolicyArgs,
+        /// Number of episodes
+        #[arg(short = 'n', long, default_value_t = 10)]
+        n: usize,
+        /// Parallel rollouts (0: one per core)
+        #[arg(long, default_value_t = 1)]
+        concurrency: usize,
+        /// Seed of the first episode; episode i gets seed + i
+        #[arg(long, default_value_t = 0)]
+        seed: i64,
+        /// Step limit per episode
+        #[arg(long)]
+        max_steps: Option<usize>,
+        /// Write trajectories as JSON lines to this file
+        #[arg(long)]
+        out: Option<String>,
+        /// Append to --out instead of replacing it
+        #[arg(long)]
+        append: bool,
+    },
+    /// Play episodes and show them as readable replays
+    Try {
+        /// Environment URI
+        uri: String,
+        #[command(flatten)]
+        policy: PolicyArgs,
+        /// Number of episodes
+        #[arg(short = 'n', long, default_value_t = 1)]
+        n: usize,
+        /// Seed of the first episode
+        #[arg(long, default_value_t = 0)]
+        seed: i64,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum PolicyKind {
+    /// The environment's reference (oracle) policy
+    Oracle,
+    /// The environment's null policy (does nothing useful)
+    Null,
+    /// An OpenAI-compatible chat-completions server (--base-url, --model)
+    Endpoint,
+}
+
+#[derive(Args)]
+struct PolicyArgs {
+    /// Who acts
+    #[arg(long, value_enum, default_value_t = PolicyKind::Oracle)]
+    policy: PolicyKind,
+    /// Base URL of the endpoint, e.g. http://localhost:8000/v1
+    #[arg(long)]
+    base_url: Option<String>,
+    /// Model name served by the endpoint
+    #[arg(long)]
+    model: Option<String>,
+    /// Environment variable holding the endpoint's API key
+    #[arg(long)]
+    api_key_env: Option<String>,
+    /// Sampling temperature sent to the endpoint
+    #[arg(long)]
+    temperature: Option<f64>,
+    /// Completion token limit sent to the endpoint
+    #[arg(long)]
+    max_tokens: Option<u64>,
+    /// Per-request timeout in seconds
+    #[arg(long, default_value_t = 600.0)]
+    timeout: f64,
+    /// Retries on 429, 5xx and connection errors
+    #[arg(long, default_value_t = 3)]
+    retries: u32,
+}
+
+fn parse_tier(s: &str) -> Result<Tier, String> {
+    Tier::parse(s).map_err(|e| e.to_string())
+}
+
+fn resolve_policy(args: &PolicyArgs, env: &dyn Environment) -> Result<Policy, Error> {
+    let missing = |what: &str| Error::UnsupportedCapability {
+        env: env.id().to_string(),
+        what: format!("provide a {what} policy; use --policy endpoint with a model instead"),
+    };
+    match args.policy {
+        PolicyKind::Oracle => env.reference_policy(None).ok_or_else(|| missing("reference")),
+        PolicyKind::Null => env.null_policy(None).ok_or_else(|| missing("null")),
+        PolicyKind::Endpoint => {
+            let base = args.base_url.clone().ok_or_else(|| {
+                Error::Config("--policy endpoint needs --base-url (e.g. http://localhost:8000/v1)".into())
+            })?;
+            let model = args
+                .model
+                .clone()
+                .ok_or_else(|| Error::Config("--policy endpoint needs --model".into()))?;
+            if !(args.timeout.is_finite() && args.timeout > 0.0) {
+                return Err(Error::Config(format!("--timeout must be a positive number of seconds, got {}", args.timeout)));
+            }
+            let mut e = Endpoint::new(base, model)
+                .timeout(Duration::from_secs_f64(args.timeout))
+                .retries(args.retries, Duration::from_millis(500));
+            if let Some(var) = &args.api_key_env {
+                e = e.api_key_from_env(var)?;
+            }
+            if let Some(t) = args.temperature {
+                e = e.param("temperature", json!(t));
+            }
+            if let Some(m) = args.max_tokens {
+                e = e.param("max_tokens", json!(m));
+            }
+            Ok(Policy::chat(e))
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {}: {e}", e.kind());
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn load(registry: &Registry, uri: &str) -> Result<Arc<dyn Environment>, Error> {
+    registry.load(uri)
+}
+
+fn run(cli: Cli) -> Result<ExitCode, Error> {
+    let registry = Registry::with_builtins();
+    match cli.command {
+        Command::Drivers { json } => {
+            let list = registry.list();
+            if json {
+                println!("{}", serde_json::to_string_pretty(&list).expect("serialises"));
+            } else {
+                for d in list {
+                    let status = match &d.readiness {
+                        Readiness::Ready => "ready".to_string(),
+                        Readiness::Missing(m) => format!("missing: {m}"),
+                    };
+                    println!("{:<14} {:<8} {}", d.scheme, if matches!(d.readiness, Readiness::Ready) { "ready" } else { "-" }, d.summary);
+                    if !matches!(d.readiness, Readiness::Ready) {
+                        println!("{:<14} {:<8} {status}", "", "");
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Info { uri } => {
+            let env = load(&registry, &uri)?;
+            println!("{}", serde_json::to_string_pretty(env.manifest()).expect("serialises"));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Check { uri, samples, threads, json, require } => {
+            let opts = CheckOptions {
+                samples,
+                threads,
+                ..CheckOptions::default()
+            };
+            let report = match load(&registry, &uri) {
+                Ok(env) => {
+                    let factory = || registry.load(&uri);
+                    check(&env, Some(&factory), &opts)
+                }
+                Err(e) => return Err(e),
+            };
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report.to_json()).expect("serialises"));
+            } else {
+                print!("{}", report.render());
+            }
+            if let Some(t) = require {
+                if report.tier < t {
+                    eprintln!("required tier {} not reached (got {})", t.label(), report.tier.label());
+                    return Ok(ExitCode::from(1));
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Run { uri, policy, n, concurrency, seed, max_steps, out, append } => {
+            let env = load(&registry, &uri)?;
+            let policy = resolve_policy(&policy, env.as_ref())?;
+            let runner = Runner::new(concurrency)?;
+            let jobs = plan(env.as_ref(), n, seed)?;
+            let mut writer = match &out {
+                Some(path) => Some(BufWriter::new(
+                    OpenOptions::new()
+                        .create(true)
+                        .write(true)
+                        .append(append)
+                        .truncate(!append)
+                        .open(path)
+                        .map_err(|e| Error::io(format!("cannot open --out {path}"), e))?,
+                )),
+                None => None,
+            };
+            let (mut sum, mut judged, mut passed, mut failed) = (0.0, 0usize, 0usize, 0usize);
+            let mut first_error = None;
+            let t0 = Instant::now();
+            runner.run(&env, &policy, jobs, max_steps, |_, traj| {
+                if let Some(s) = traj.score() {
+                    sum += s;
+                    judged += 1;
+                }
+                passed += usize::from(traj.judgment.as_ref().and_then(|j| j.passed) == Some(true));
+                if let Some(e) = &traj.error {
+                    failed += 1;
+                    first_error.get_or_insert_with(|| e.clone());
+                }
+                if let Some(w) = writer.as_mut() {
+                    writeln!(w, "{}", traj.to_json()).map_err(|e| Error::io("cannot write --out", e))?;
+                }
+                Ok(())
+            })?;
+            if let Some(mut w) = writer {
+                w.flush().map_err(|e| Error::io("cannot write --out", e))?;
+            }
+            let secs = t0.elapsed().as_secs_f64();
+            let mean = if judged > 0 { sum / judged as f64 } else { f64::NAN };
+            println!(
+                "{uri}: {n} episodes, mean score {mean:.3}, {passed} passed, {failed} failed, {:.0} rollouts/s on {} threads{}",
+                n as f64 / secs.max(1e-9),
+                runner.threads(),
+                out.as_ref().map(|p| format!(", written to {p}")).unwrap_or_default()
+            );
+            if let Some(e) = first_error {
+                eprintln!("first error: {e}");
+            }
+            Ok(if n > 0 && failed == n { ExitCode::from(1) } else { ExitCode::SUCCESS })
+        }
+        Command::Try { uri, policy, n, seed } => {
+            let env = load(&registry, &uri)?;
+            let policy = resolve_policy(&policy, env.as_ref())?;
+            let jobs = plan(env.as_ref(), n, seed)?;
+            let runner = Runner::new(1)?.progress(false);
+            let mut failed = 0;
+            runner.run(&env, &policy, jobs, None, |_, traj| {
+                failed += usize::from(traj.error.is_some());
+                print!("{}", replay::render(&traj));
+                Ok(())
+            })?;
+            Ok(if n > 0 && failed == n { ExitCode::from(1) } else { ExitCode::SUCCESS })
+        }
+    }
+}
