@@ -141,18 +141,25 @@ fn resolve_policy(args: &PolicyArgs, env: &dyn Environment) -> Result<Policy, Er
         what: format!("provide a {what} policy; use --policy endpoint with a model instead"),
     };
     match args.policy {
-        PolicyKind::Oracle => env.reference_policy(None).ok_or_else(|| missing("reference")),
+        PolicyKind::Oracle => env
+            .reference_policy(None)
+            .ok_or_else(|| missing("reference")),
         PolicyKind::Null => env.null_policy(None).ok_or_else(|| missing("null")),
         PolicyKind::Endpoint => {
             let base = args.base_url.clone().ok_or_else(|| {
-                Error::Config("--policy endpoint needs --base-url (e.g. http://localhost:8000/v1)".into())
+                Error::Config(
+                    "--policy endpoint needs --base-url (e.g. http://localhost:8000/v1)".into(),
+                )
             })?;
             let model = args
                 .model
                 .clone()
                 .ok_or_else(|| Error::Config("--policy endpoint needs --model".into()))?;
             if !(args.timeout.is_finite() && args.timeout > 0.0) {
-                return Err(Error::Config(format!("--timeout must be a positive number of seconds, got {}", args.timeout)));
+                return Err(Error::Config(format!(
+                    "--timeout must be a positive number of seconds, got {}",
+                    args.timeout
+                )));
             }
             let mut e = Endpoint::new(base, model)
                 .timeout(Duration::from_secs_f64(args.timeout))
@@ -192,14 +199,26 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
         Command::Drivers { json } => {
             let list = registry.list();
             if json {
-                println!("{}", serde_json::to_string_pretty(&list).expect("serialises"));
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&list).expect("serialises")
+                );
             } else {
                 for d in list {
                     let status = match &d.readiness {
                         Readiness::Ready => "ready".to_string(),
                         Readiness::Missing(m) => format!("missing: {m}"),
                     };
-                    println!("{:<14} {:<8} {}", d.scheme, if matches!(d.readiness, Readiness::Ready) { "ready" } else { "-" }, d.summary);
+                    println!(
+                        "{:<14} {:<8} {}",
+                        d.scheme,
+                        if matches!(d.readiness, Readiness::Ready) {
+                            "ready"
+                        } else {
+                            "-"
+                        },
+                        d.summary
+                    );
                     if !matches!(d.readiness, Readiness::Ready) {
                         println!("{:<14} {:<8} {status}", "", "");
                     }
@@ -209,10 +228,19 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
         }
         Command::Info { uri } => {
             let env = load(&registry, &uri)?;
-            println!("{}", serde_json::to_string_pretty(env.manifest()).expect("serialises"));
+            println!(
+                "{}",
+                serde_json::to_string_pretty(env.manifest()).expect("serialises")
+            );
             Ok(ExitCode::SUCCESS)
         }
-        Command::Check { uri, samples, threads, json, require } => {
+        Command::Check {
+            uri,
+            samples,
+            threads,
+            json,
+            require,
+        } => {
             let opts = CheckOptions {
                 samples,
                 threads,
@@ -226,19 +254,35 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 Err(e) => return Err(e),
             };
             if json {
-                println!("{}", serde_json::to_string_pretty(&report.to_json()).expect("serialises"));
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&report.to_json()).expect("serialises")
+                );
             } else {
                 print!("{}", report.render());
             }
             if let Some(t) = require {
                 if report.tier < t {
-                    eprintln!("required tier {} not reached (got {})", t.label(), report.tier.label());
+                    eprintln!(
+                        "required tier {} not reached (got {})",
+                        t.label(),
+                        report.tier.label()
+                    );
                     return Ok(ExitCode::from(1));
                 }
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Run { uri, policy, n, concurrency, seed, max_steps, out, append } => {
+        Command::Run {
+            uri,
+            policy,
+            n,
+            concurrency,
+            seed,
+            max_steps,
+            out,
+            append,
+        } => {
             let env = load(&registry, &uri)?;
             let policy = resolve_policy(&policy, env.as_ref())?;
             let runner = Runner::new(concurrency)?;
@@ -269,7 +313,8 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                     first_error.get_or_insert_with(|| e.clone());
                 }
                 if let Some(w) = writer.as_mut() {
-                    writeln!(w, "{}", traj.to_json()).map_err(|e| Error::io("cannot write --out", e))?;
+                    writeln!(w, "{}", traj.to_json())
+                        .map_err(|e| Error::io("cannot write --out", e))?;
                 }
                 Ok(())
             })?;
@@ -277,19 +322,33 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 w.flush().map_err(|e| Error::io("cannot write --out", e))?;
             }
             let secs = t0.elapsed().as_secs_f64();
-            let mean = if judged > 0 { sum / judged as f64 } else { f64::NAN };
+            let mean = if judged > 0 {
+                format!("{:.3}", sum / judged as f64)
+            } else {
+                "n/a".to_string()
+            };
+            let threads = runner.threads();
             println!(
-                "{uri}: {n} episodes, mean score {mean:.3}, {passed} passed, {failed} failed, {:.0} rollouts/s on {} threads{}",
+                "{uri}: {n} episodes, mean score {mean}, {passed} passed, {failed} failed, {:.0} rollouts/s on {threads} thread{}{}",
                 n as f64 / secs.max(1e-9),
-                runner.threads(),
+                if threads == 1 { "" } else { "s" },
                 out.as_ref().map(|p| format!(", written to {p}")).unwrap_or_default()
             );
             if let Some(e) = first_error {
                 eprintln!("first error: {e}");
             }
-            Ok(if n > 0 && failed == n { ExitCode::from(1) } else { ExitCode::SUCCESS })
+            Ok(if n > 0 && failed == n {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            })
         }
-        Command::Try { uri, policy, n, seed } => {
+        Command::Try {
+            uri,
+            policy,
+            n,
+            seed,
+        } => {
             let env = load(&registry, &uri)?;
             let policy = resolve_policy(&policy, env.as_ref())?;
             let jobs = plan(env.as_ref(), n, seed)?;
@@ -300,7 +359,11 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 print!("{}", replay::render(&traj));
                 Ok(())
             })?;
-            Ok(if n > 0 && failed == n { ExitCode::from(1) } else { ExitCode::SUCCESS })
+            Ok(if n > 0 && failed == n {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            })
         }
     }
 }

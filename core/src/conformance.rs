@@ -120,7 +120,12 @@ impl Report {
 
     fn finish(mut self) -> Self {
         let mut reached = Tier::None;
-        for tier in [Tier::Connectable, Tier::Evaluable, Tier::Trainable, Tier::Audited] {
+        for tier in [
+            Tier::Connectable,
+            Tier::Evaluable,
+            Tier::Trainable,
+            Tier::Audited,
+        ] {
             let mut at = self.checks.iter().filter(|c| c.tier == tier).peekable();
             if at.peek().is_some() && at.all(|c| c.status == Status::Pass) {
                 reached = tier;
@@ -218,11 +223,15 @@ pub fn check_uri(uri: &str, opts: &CheckOptions) -> Report {
 }
 
 fn default_probe(env: &dyn Environment) -> Option<Policy> {
-    env.reference_policy(None).or_else(|| env.probe_policy()).or_else(|| {
-        (env.manifest().capabilities.text || env.mode() != Mode::Step).then(|| {
-            Policy::chat(FunctionModel::new("probe", |_| Ok("I don't know.".to_string())))
+    env.reference_policy(None)
+        .or_else(|| env.probe_policy())
+        .or_else(|| {
+            (env.manifest().capabilities.text || env.mode() != Mode::Step).then(|| {
+                Policy::chat(FunctionModel::new("probe", |_| {
+                    Ok("I don't know.".to_string())
+                }))
+            })
         })
-    })
 }
 
 /// A check's verdict when it ran: `Ok(note)` passes, `Err(why)` fails.
@@ -259,25 +268,26 @@ fn same_situation(env: &dyn Environment, a: &Trajectory, b: &Trajectory) -> Opti
 pub fn check(env: &Arc<dyn Environment>, factory: Option<Factory>, opts: &CheckOptions) -> Report {
     let mut report = Report::new(env.id(), env.mode());
     let samples = opts.samples.max(1);
-    let mut record = |name: &str, tier: Tier, skip: Option<String>, f: &mut dyn FnMut() -> Result<Outcome>| {
-        let t0 = Instant::now();
-        let (status, detail) = match skip {
-            Some(why) => (Status::Skip, why),
-            None => match guard(f) {
-                Ok(Ok(note)) => (Status::Pass, note),
-                Ok(Err(why)) => (Status::Fail, why),
-                Err(e) => (Status::Fail, format!("{}: {e}", e.kind())),
-            },
+    let mut record =
+        |name: &str, tier: Tier, skip: Option<String>, f: &mut dyn FnMut() -> Result<Outcome>| {
+            let t0 = Instant::now();
+            let (status, detail) = match skip {
+                Some(why) => (Status::Skip, why),
+                None => match guard(f) {
+                    Ok(Ok(note)) => (Status::Pass, note),
+                    Ok(Err(why)) => (Status::Fail, why),
+                    Err(e) => (Status::Fail, format!("{}: {e}", e.kind())),
+                },
+            };
+            report.checks.push(Check {
+                name: name.to_string(),
+                tier,
+                status,
+                detail,
+                duration_s: t0.elapsed().as_secs_f64(),
+            });
+            status
         };
-        report.checks.push(Check {
-            name: name.to_string(),
-            tier,
-            status,
-            detail,
-            duration_s: t0.elapsed().as_secs_f64(),
-        });
-        status
-    };
 
     // connectable ---------------------------------------------------------------------------
     record("manifest", Tier::Connectable, None, &mut || {
@@ -289,7 +299,10 @@ pub fn check(env: &Arc<dyn Environment>, factory: Option<Factory>, opts: &CheckO
         } else if m.id.is_empty() || m.name.is_empty() || m.source_format.is_empty() {
             fail("manifest has an empty id, name or source_format")
         } else if m.protocol.split('.').next() != PROTOCOL_VERSION.split('.').next() {
-            fail(format!("protocol {} is not compatible with {PROTOCOL_VERSION}", m.protocol))
+            fail(format!(
+                "protocol {} is not compatible with {PROTOCOL_VERSION}",
+                m.protocol
+            ))
         } else {
             pass()
         }
@@ -314,14 +327,21 @@ pub fn check(env: &Arc<dyn Environment>, factory: Option<Factory>, opts: &CheckO
             }
         });
     } else {
-        record("tasks_listed", Tier::Connectable, None, &mut || match &listed {
-            Err(e) => fail(format!("tasks() failed: {}: {e}", e.kind())),
-            Ok(t) if t.is_empty() && env.manifest().num_tasks == Some(0) => {
-                fail("the environment has no tasks")
-            }
-            Ok(t) if t.is_empty() => Ok(Ok("no enumerable tasks; episodes are chosen by seed".into())),
-            Ok(t) => Ok(Ok(format!("{} tasks sampled", t.len()))),
-        });
+        record(
+            "tasks_listed",
+            Tier::Connectable,
+            None,
+            &mut || match &listed {
+                Err(e) => fail(format!("tasks() failed: {}: {e}", e.kind())),
+                Ok(t) if t.is_empty() && env.manifest().num_tasks == Some(0) => {
+                    fail("the environment has no tasks")
+                }
+                Ok(t) if t.is_empty() => {
+                    Ok(Ok("no enumerable tasks; episodes are chosen by seed".into()))
+                }
+                Ok(t) => Ok(Ok(format!("{} tasks sampled", t.len()))),
+            },
+        );
     }
 
     // evaluable -----------------------------------------------------------------------------
@@ -330,7 +350,10 @@ pub fn check(env: &Arc<dyn Environment>, factory: Option<Factory>, opts: &CheckO
     let ev = record(
         "rollout_completes",
         Tier::Evaluable,
-        probe.is_none().then(|| "no probe policy: the environment has no reference policy and is not text-driven".to_string()),
+        probe.is_none().then(|| {
+            "no probe policy: the environment has no reference policy and is not text-driven"
+                .to_string()
+        }),
         &mut || {
             let probe = probe.as_ref().expect("not skipped");
             for (i, task) in chosen.iter().enumerate() {
@@ -346,7 +369,10 @@ pub fn check(env: &Arc<dyn Environment>, factory: Option<Factory>, opts: &CheckO
                 }
             }
             let mean = first.iter().filter_map(Trajectory::score).sum::<f64>() / first.len() as f64;
-            Ok(Ok(format!("{} episodes, mean score {mean:.3}", first.len())))
+            Ok(Ok(format!(
+                "{} episodes, mean score {mean:.3}",
+                first.len()
+            )))
         },
     );
 
@@ -367,26 +393,34 @@ pub fn check(env: &Arc<dyn Environment>, factory: Option<Factory>, opts: &CheckO
                     return fail(format!("episode {i}: {why}"));
                 }
             }
-            pass()
+            Ok(Ok(format!(
+                "{} episodes replayed identically",
+                chosen.len()
+            )))
         },
     );
     record(
         "reproducible_fresh",
         Tier::Trainable,
-        blocked
-            .clone()
-            .or(not_resettable.clone())
-            .or_else(|| factory.is_none().then(|| "no way to build a fresh instance (check by URI)".to_string())),
+        blocked.clone().or(not_resettable.clone()).or_else(|| {
+            factory
+                .is_none()
+                .then(|| "no way to build a fresh instance (check by URI)".to_string())
+        }),
         &mut || {
             let fresh = (factory.expect("not skipped"))()?;
             let probe = probe_ref.as_ref().expect("not skipped");
             for (i, task) in chosen.iter().enumerate() {
-                let again = fresh.rollout(probe, &RolloutOptions::new(task.clone(), Some(i as i64)));
+                let again =
+                    fresh.rollout(probe, &RolloutOptions::new(task.clone(), Some(i as i64)));
                 if let Some(why) = same_situation(env.as_ref(), &first[i], &again) {
                     return fail(format!("episode {i} on a fresh instance: {why}"));
                 }
             }
-            pass()
+            Ok(Ok(format!(
+                "{} episodes matched on a fresh instance",
+                chosen.len()
+            )))
         },
     );
     record(
@@ -422,44 +456,63 @@ pub fn check(env: &Arc<dyn Environment>, factory: Option<Factory>, opts: &CheckO
                     ));
                 }
             }
-            pass()
+            Ok(Ok(format!(
+                "{} episodes on {} threads matched serial",
+                par.len(),
+                runner.threads()
+            )))
         },
     );
-    record("learning_signal", Tier::Trainable, blocked.clone(), &mut || {
-        if env.mode() == Mode::Step {
-            for (i, t) in first.iter().enumerate() {
-                if t.steps.is_empty() {
-                    return fail(format!("episode {i} recorded no steps"));
+    record(
+        "learning_signal",
+        Tier::Trainable,
+        blocked.clone(),
+        &mut || {
+            if env.mode() == Mode::Step {
+                for (i, t) in first.iter().enumerate() {
+                    if t.steps.is_empty() {
+                        return fail(format!("episode {i} recorded no steps"));
+                    }
+                    if let Some(s) = t.steps.iter().find(|s| !s.reward.is_finite()) {
+                        return fail(format!("episode {i} has a non-finite reward {}", s.reward));
+                    }
                 }
-                if let Some(s) = t.steps.iter().find(|s| !s.reward.is_finite()) {
-                    return fail(format!("episode {i} has a non-finite reward {}", s.reward));
-                }
+                let steps: usize = first.iter().map(|t| t.steps.len()).sum();
+                return Ok(Ok(format!(
+                    "{} episodes, {steps} steps, finite rewards and judgments",
+                    first.len()
+                )));
             }
-            return pass();
-        }
-        let model_probe = env
-            .probe_policy()
-            .unwrap_or_else(|| Policy::chat(FunctionModel::new("probe", |_| Ok("I don't know.".into()))));
-        let t = env.rollout(&model_probe, &RolloutOptions::new(chosen[0].clone(), Some(0)));
-        if let Some(e) = t.error {
-            fail(e)
-        } else if t.model_calls.is_empty() {
-            fail("no model calls recorded; the environment bypassed the endpoint")
-        } else if t.model_calls.iter().all(|c| c.response.is_none()) {
-            fail("model calls were recorded without responses")
-        } else {
-            pass()
-        }
-    });
+            let model_probe = env.probe_policy().unwrap_or_else(|| {
+                Policy::chat(FunctionModel::new("probe", |_| Ok("I don't know.".into())))
+            });
+            let t = env.rollout(
+                &model_probe,
+                &RolloutOptions::new(chosen[0].clone(), Some(0)),
+            );
+            if let Some(e) = t.error {
+                fail(e)
+            } else if t.model_calls.is_empty() {
+                fail("no model calls recorded; the environment bypassed the endpoint")
+            } else if t.model_calls.iter().all(|c| c.response.is_none()) {
+                fail("model calls were recorded without responses")
+            } else {
+                pass()
+            }
+        },
+    );
 
     // audited -------------------------------------------------------------------------------
-    let reference = |t: Option<&TaskRef>| opts.reference.clone().or_else(|| env.reference_policy(t));
+    let reference =
+        |t: Option<&TaskRef>| opts.reference.clone().or_else(|| env.reference_policy(t));
     let null = |t: Option<&TaskRef>| opts.null.clone().or_else(|| env.null_policy(t));
     let have_both = reference(chosen[0].as_ref()).is_some() && null(chosen[0].as_ref()).is_some();
     record(
         "verifier_discriminates",
         Tier::Audited,
-        blocked.or_else(|| (!have_both).then(|| "no reference/null policy to test the verifier".to_string())),
+        blocked.or_else(|| {
+            (!have_both).then(|| "no reference/null policy to test the verifier".to_string())
+        }),
         &mut || {
             let mut bad = Vec::new();
             let (mut rs, mut ns) = (Vec::new(), Vec::new());
@@ -482,12 +535,18 @@ pub fn check(env: &Arc<dyn Environment>, factory: Option<Factory>, opts: &CheckO
             }
             if bad.is_empty() {
                 let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-                Ok(Ok(format!("reference {:.3} > null {:.3} on all {} tasks", mean(&rs), mean(&ns), rs.len())))
+                Ok(Ok(format!(
+                    "reference {:.3} > null {:.3} on all {} tasks",
+                    mean(&rs),
+                    mean(&ns),
+                    rs.len()
+                )))
             } else {
-                fail(format!("reference did not beat null on tasks {bad:?} (ref={rs:?}, null={ns:?})"))
+                fail(format!(
+                    "reference did not beat null on tasks {bad:?} (ref={rs:?}, null={ns:?})"
+                ))
             }
         },
     );
     report.finish()
 }
-

@@ -291,7 +291,11 @@ impl<'de> Deserialize<'de> for ToolCall {
         let id = match obj.get("id") {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) => Some(s.clone()),
-            Some(other) => return Err(D::Error::custom(format!("tool call id must be a string, got {other}"))),
+            Some(other) => {
+                return Err(D::Error::custom(format!(
+                    "tool call id must be a string, got {other}"
+                )))
+            }
         };
         let body = match obj.get("function") {
             Some(Value::Object(f)) => f,
@@ -311,7 +315,11 @@ impl<'de> Deserialize<'de> for ToolCall {
                 )))
             }
         };
-        Ok(ToolCall { id, name, arguments })
+        Ok(ToolCall {
+            id,
+            name,
+            arguments,
+        })
     }
 }
 
@@ -322,7 +330,10 @@ impl ToolCall {
             Value::String(s) => s.clone(),
             other => other.to_string(),
         };
-        let id = self.id.clone().unwrap_or_else(|| format!("call_{:08x}", fresh_id() as u32));
+        let id = self
+            .id
+            .clone()
+            .unwrap_or_else(|| format!("call_{:08x}", fresh_id() as u32));
         serde_json::json!({
             "id": id,
             "type": "function",
@@ -408,17 +419,24 @@ impl Message {
 
     /// Parse one message of the OpenAI wire shape, naming what is wrong when it does not fit.
     pub fn from_openai(v: &Value) -> Result<Self> {
-        serde_json::from_value(v.clone())
-            .map_err(|e| Error::Protocol(format!("not an OpenAI chat message ({e}): {}", preview(v))))
+        serde_json::from_value(v.clone()).map_err(|e| {
+            Error::Protocol(format!("not an OpenAI chat message ({e}): {}", preview(v)))
+        })
     }
 
     /// The OpenAI wire shape: nulls dropped, `content` always present.
     pub fn to_openai(&self) -> Value {
         let mut out = JsonMap::new();
-        out.insert("role".into(), serde_json::to_value(self.role).expect("role"));
+        out.insert(
+            "role".into(),
+            serde_json::to_value(self.role).expect("role"),
+        );
         out.insert("content".into(), self.content.clone());
         if let Some(calls) = self.tool_calls.as_ref().filter(|c| !c.is_empty()) {
-            out.insert("tool_calls".into(), calls.iter().map(ToolCall::to_openai).collect());
+            out.insert(
+                "tool_calls".into(),
+                calls.iter().map(ToolCall::to_openai).collect(),
+            );
         }
         if let Some(id) = &self.tool_call_id {
             out.insert("tool_call_id".into(), Value::String(id.clone()));
@@ -598,7 +616,9 @@ impl TryFrom<JudgmentWire> for Judgment {
         }
         for (k, v) in &w.components {
             if !v.as_f64().is_some_and(f64::is_finite) {
-                return Err(format!("judgment component `{k}` must be a finite number, got {v}"));
+                return Err(format!(
+                    "judgment component `{k}` must be a finite number, got {v}"
+                ));
             }
         }
         Ok(Judgment {
@@ -771,7 +791,9 @@ pub(crate) fn fresh_id() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
-    crate::rng::splitmix64(t ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(std::process::id()))
+    crate::rng::splitmix64(
+        t ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(std::process::id()),
+    )
 }
 
 /// A short rendering of a JSON value for error messages.
@@ -839,7 +861,11 @@ mod tests {
         // JSON has no NaN literal and serde_json refuses 1e999, so check the validating path
         // that every deserialised judgment goes through.
         let wire: JudgmentWire = serde_json::from_str(r#"{"score": 1}"#).unwrap();
-        let e = Judgment::try_from(JudgmentWire { score: f64::INFINITY, ..wire }).unwrap_err();
+        let e = Judgment::try_from(JudgmentWire {
+            score: f64::INFINITY,
+            ..wire
+        })
+        .unwrap_err();
         assert!(e.contains("finite"), "{e}");
         assert!(serde_json::from_str::<Judgment>(r#"{"score": 1e999}"#).is_err());
         let ok: Judgment = serde_json::from_str(r#"{"score": 0.5}"#).unwrap();

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::contract::{
-    JudgeSource, Judgment, JsonMap, Manifest, Mode, Observation, RewardTiming, Step, TaskRef,
+    JsonMap, JudgeSource, Judgment, Manifest, Mode, Observation, RewardTiming, Step, TaskRef,
     Trajectory,
 };
 use crate::env::{guard, Environment, Episode};
@@ -66,7 +66,10 @@ impl TaskEnvBuilder {
     }
 
     /// The reply an oracle would give for a row (enables the audited tier).
-    pub fn reference(mut self, f: impl Fn(&JsonMap) -> Option<String> + Send + Sync + 'static) -> Self {
+    pub fn reference(
+        mut self,
+        f: impl Fn(&JsonMap) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
         self.reference = Some(Arc::new(f));
         self
     }
@@ -83,7 +86,12 @@ impl TaskEnvBuilder {
         self.build_with_id(id, "<inline>", &[])
     }
 
-    fn build_with_id(self, id: String, file: &str, lines: &[usize]) -> Result<Arc<dyn Environment>> {
+    fn build_with_id(
+        self,
+        id: String,
+        file: &str,
+        lines: &[usize],
+    ) -> Result<Arc<dyn Environment>> {
         if self.rows.is_empty() {
             return Err(Error::Define {
                 file: file.into(),
@@ -131,7 +139,10 @@ impl TaskEnv {
     fn task(&self, i: usize) -> TaskRef {
         let row = &self.rows[i];
         let mut t = TaskRef::new(i.to_string());
-        t.prompt = row.get("prompt").and_then(Value::as_str).map(str::to_string);
+        t.prompt = row
+            .get("prompt")
+            .and_then(Value::as_str)
+            .map(str::to_string);
         t.metadata = row
             .iter()
             .filter(|(k, _)| k.as_str() != "prompt")
@@ -143,14 +154,17 @@ impl TaskEnv {
     fn index(&self, task: Option<&TaskRef>, seed: Option<i64>) -> Result<usize> {
         let n = self.rows.len();
         match task {
-            Some(t) => t.id.parse::<usize>().ok().filter(|i| *i < n).ok_or_else(|| {
-                Error::InvalidParameter {
-                    driver: self.manifest.id.clone(),
-                    param: "task.id".into(),
-                    value: t.id.clone(),
-                    expected: format!("a task index from 0 to {}", n - 1),
-                }
-            }),
+            Some(t) => {
+                t.id.parse::<usize>()
+                    .ok()
+                    .filter(|i| *i < n)
+                    .ok_or_else(|| Error::InvalidParameter {
+                        driver: self.manifest.id.clone(),
+                        param: "task.id".into(),
+                        value: t.id.clone(),
+                        expected: format!("a task index from 0 to {}", n - 1),
+                    })
+            }
             None => Ok(seed.unwrap_or(0).rem_euclid(n as i64) as usize),
         }
     }
@@ -431,8 +445,13 @@ pub fn load_file(path: &Path, id: &str) -> Result<Arc<dyn Environment>> {
         field: field.to_string(),
         message,
     };
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| derr(0, "file", format!("cannot read it ({e}); check the path after `define:`")))?;
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        derr(
+            0,
+            "file",
+            format!("cannot read it ({e}); check the path after `define:`"),
+        )
+    })?;
     let spec: DefineFile = toml::from_str(&text).map_err(|e| {
         let line = e.span().map_or(0, |s| line_of(&text, s.start));
         let msg = e.message().trim().to_string();
@@ -445,8 +464,12 @@ pub fn load_file(path: &Path, id: &str) -> Result<Arc<dyn Environment>> {
         derr(line, &field, msg)
     })?;
     let judge_spec = spec.judge.clone().unwrap_or_default();
-    let judge_line = text.lines().position(|l| l.trim() == "[judge]").map_or(0, |i| i + 1);
-    let (judge, extract) = build_judge(&judge_spec).map_err(|e| derr(judge_line, "judge", e.to_string()))?;
+    let judge_line = text
+        .lines()
+        .position(|l| l.trim() == "[judge]")
+        .map_or(0, |i| i + 1);
+    let (judge, extract) =
+        build_judge(&judge_spec).map_err(|e| derr(judge_line, "judge", e.to_string()))?;
 
     let (rows, lines) = match (&spec.tasks_file, spec.tasks.is_empty()) {
         (Some(_), false) => {
@@ -478,7 +501,13 @@ pub fn load_file(path: &Path, id: &str) -> Result<Arc<dyn Environment>> {
     let data_file = spec
         .tasks_file
         .as_ref()
-        .map(|f| path.parent().unwrap_or(Path::new(".")).join(f).display().to_string())
+        .map(|f| {
+            path.parent()
+                .unwrap_or(Path::new("."))
+                .join(f)
+                .display()
+                .to_string()
+        })
         .unwrap_or_else(|| file.clone());
     for (i, row) in rows.iter().enumerate() {
         if !row.contains_key(&judge_spec.field) && judge_spec.kind != "regex" {
@@ -563,9 +592,10 @@ fn build_judge(spec: &JudgeSpec) -> Result<(Arc<dyn Judge>, Option<Extract>)> {
             (Arc::new(j), Some(e))
         }
         "regex" => {
-            let p = spec.pattern.as_deref().ok_or_else(|| {
-                Error::Config("a `regex` judge needs `pattern = \"…\"`".into())
-            })?;
+            let p = spec
+                .pattern
+                .as_deref()
+                .ok_or_else(|| Error::Config("a `regex` judge needs `pattern = \"…\"`".into()))?;
             (Arc::new(RegexJudge::new(p)?), None)
         }
         other => {
@@ -600,7 +630,10 @@ fn read_jsonl(path: &Path) -> Result<(Vec<JsonMap>, Vec<usize>)> {
                     file,
                     line: i + 1,
                     field: "row".into(),
-                    message: format!("each line must be a JSON object, got {}", crate::contract::preview(&other)),
+                    message: format!(
+                        "each line must be a JSON object, got {}",
+                        crate::contract::preview(&other)
+                    ),
                 })
             }
             Err(e) => {
@@ -622,14 +655,23 @@ mod tests {
     use crate::env::RolloutOptions;
 
     fn row(prompt: &str, answer: &str) -> JsonMap {
-        json!({"prompt": prompt, "answer": answer}).as_object().unwrap().clone()
+        json!({"prompt": prompt, "answer": answer})
+            .as_object()
+            .unwrap()
+            .clone()
     }
 
     #[test]
     fn task_env_scores_with_the_closure() {
-        let env = TaskEnvBuilder::new("caps", vec![row("Kenya?", "Nairobi"), row("France?", "Paris")], |r, reply| {
-            Ok(f64::from(u8::from(reply.contains(r["answer"].as_str().unwrap()))))
-        })
+        let env = TaskEnvBuilder::new(
+            "caps",
+            vec![row("Kenya?", "Nairobi"), row("France?", "Paris")],
+            |r, reply| {
+                Ok(f64::from(u8::from(
+                    reply.contains(r["answer"].as_str().unwrap()),
+                )))
+            },
+        )
         .reference(|r| r["answer"].as_str().map(str::to_string))
         .build()
         .unwrap();
@@ -640,12 +682,17 @@ mod tests {
             assert_eq!(tr.score(), Some(1.0));
         }
         let null = env.null_policy(None).unwrap();
-        assert_eq!(env.rollout(&null, &RolloutOptions::default()).score(), Some(0.0));
+        assert_eq!(
+            env.rollout(&null, &RolloutOptions::default()).score(),
+            Some(0.0)
+        );
     }
 
     #[test]
     fn non_finite_scores_fail_the_episode_not_the_process() {
-        let env = TaskEnvBuilder::new("nan", vec![row("q", "a")], |_, _| Ok(f64::NAN)).build().unwrap();
+        let env = TaskEnvBuilder::new("nan", vec![row("q", "a")], |_, _| Ok(f64::NAN))
+            .build()
+            .unwrap();
         let tr = env.rollout(&Policy::constant(json!("x")), &RolloutOptions::default());
         assert!(tr.judgment.is_none());
         assert!(tr.error.unwrap().starts_with("NonFiniteScore"));
@@ -653,10 +700,14 @@ mod tests {
 
     #[test]
     fn rows_without_prompts_are_refused() {
-        let e = TaskEnvBuilder::new("x", vec![json!({"q": 1}).as_object().unwrap().clone()], |_, _| Ok(0.0))
-            .build()
-            .err()
-            .unwrap();
+        let e = TaskEnvBuilder::new(
+            "x",
+            vec![json!({"q": 1}).as_object().unwrap().clone()],
+            |_, _| Ok(0.0),
+        )
+        .build()
+        .err()
+        .unwrap();
         assert!(e.to_string().contains("tasks[0].prompt"), "{e}");
     }
 
@@ -673,7 +724,10 @@ mod tests {
             },
             10,
         );
-        let tr = env.rollout(&Policy::constant(json!(1)), &RolloutOptions::new(None, Some(0)));
+        let tr = env.rollout(
+            &Policy::constant(json!(1)),
+            &RolloutOptions::new(None, Some(0)),
+        );
         assert_eq!(tr.steps.len(), 3);
         assert_eq!(tr.score(), Some(3.0));
         assert_eq!(tr.steps[2].observation.text.as_deref(), Some("n is 3"));

@@ -10,7 +10,9 @@ use serde_json::Value;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
-use crate::contract::{JudgeSource, Judgment, Manifest, Mode, Observation, Step, TaskRef, Trajectory};
+use crate::contract::{
+    JudgeSource, Judgment, Manifest, Mode, Observation, Step, TaskRef, Trajectory,
+};
 use crate::error::{panic_message, Error, Result};
 use crate::policy::{ChatPolicy, Policy};
 
@@ -197,14 +199,15 @@ pub fn drive_steps<E: Environment + ?Sized>(
             }
             Actor::Chat(ChatPolicy::new(model.clone(), None))
         }
-        Policy::Native(name) => {
-            return Err(Error::PolicyMismatch(format!(
-                "{} is a step environment; native agent `{name}` drives task-mode environments only",
-                manifest.id
-            )))
-        }
+        Policy::Native(name) => return Err(Error::PolicyMismatch(format!(
+            "{} is a step environment; native agent `{name}` drives task-mode environments only",
+            manifest.id
+        ))),
     };
-    let limit = opts.max_steps.unwrap_or_else(|| env.default_max_steps()).max(1);
+    let limit = opts
+        .max_steps
+        .unwrap_or_else(|| env.default_max_steps())
+        .max(1);
     let result = (|| {
         let mut session = env.session(opts.task.as_ref(), opts.seed)?;
         if traj.task.is_none() {

@@ -94,7 +94,9 @@ pub enum Error {
     #[error("{0}")]
     Environment(String),
     /// A judge produced a NaN or infinite score.
-    #[error("judge `{judge}` produced a non-finite score ({score}); scores must be finite numbers")]
+    #[error(
+        "judge `{judge}` produced a non-finite score ({score}); scores must be finite numbers"
+    )]
     NonFiniteScore {
         /// The judge's id.
         judge: String,
@@ -200,7 +202,10 @@ pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 /// The closest candidate within a small edit distance of `given`.
-pub(crate) fn suggest<'a>(given: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
+pub(crate) fn suggest<'a>(
+    given: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<String> {
     candidates
         .into_iter()
         .map(|c| (edit_distance(given, c), c))
@@ -215,7 +220,10 @@ mod tests {
 
     #[test]
     fn suggestions_find_typos_only() {
-        assert_eq!(suggest("szie", ["size", "seed", "digits"]), Some("size".into()));
+        assert_eq!(
+            suggest("szie", ["size", "seed", "digits"]),
+            Some("size".into())
+        );
         assert_eq!(suggest("temperature", ["size", "seed"]), None);
         assert_eq!(edit_distance("kitten", "sitting"), 3);
     }

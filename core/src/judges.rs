@@ -36,7 +36,8 @@ pub fn extract_answer_tag(text: &str) -> Option<String> {
 pub fn last_number(text: &str) -> Option<f64> {
     static RE: OnceLock<Regex> = OnceLock::new();
     let re = RE.get_or_init(|| {
-        Regex::new(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?").expect("valid")
+        Regex::new(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+            .expect("valid")
     });
     re.find_iter(text)
         .last()
@@ -164,10 +165,12 @@ fn clip(s: &str) -> String {
 }
 
 fn verdict(id: String, hit: bool, got: Option<&str>, want: &str) -> Result<Judgment> {
-    Ok(Judgment::new(if hit { 1.0 } else { 0.0 }, JudgeSource::Verifier, id)?
-        .with_passed(hit)
-        .with_detail("got", got.map(clip))
-        .with_detail("expected", clip(want)))
+    Ok(
+        Judgment::new(if hit { 1.0 } else { 0.0 }, JudgeSource::Verifier, id)?
+            .with_passed(hit)
+            .with_detail("got", got.map(clip))
+            .with_detail("expected", clip(want)),
+    )
 }
 
 /// The extracted answer equals the task's expected answer (whitespace collapsed).
@@ -265,10 +268,12 @@ impl Judge for RegexJudge {
 
     fn judge(&self, traj: &Trajectory) -> Result<Judgment> {
         let hit = self.pattern.is_match(&traj.final_text());
-        Ok(
-            Judgment::new(if hit { 1.0 } else { 0.0 }, JudgeSource::Verifier, self.id())?
-                .with_passed(hit),
-        )
+        Ok(Judgment::new(
+            if hit { 1.0 } else { 0.0 },
+            JudgeSource::Verifier,
+            self.id(),
+        )?
+        .with_passed(hit))
     }
 }
 
@@ -312,20 +317,26 @@ impl Judge for Numeric {
         })?;
         let got = self.extract.apply(&traj.final_text());
         let value = got.as_deref().and_then(last_number);
-        let hit = value.is_some_and(|v| (v - want).abs() <= self.abs_tol.max(self.rel_tol * want.abs()));
+        let hit =
+            value.is_some_and(|v| (v - want).abs() <= self.abs_tol.max(self.rel_tol * want.abs()));
         verdict(self.id(), hit, got.as_deref(), &want_text)
     }
 }
 
+type ScoreFn = dyn Fn(&Trajectory) -> Result<f64> + Send + Sync;
+
 /// A judge from a closure over the trajectory, returning a score.
 pub struct FnJudge {
     name: String,
-    f: Box<dyn Fn(&Trajectory) -> Result<f64> + Send + Sync>,
+    f: Box<ScoreFn>,
 }
 
 impl FnJudge {
     /// Wrap `f`; its score must be finite.
-    pub fn new(name: impl Into<String>, f: impl Fn(&Trajectory) -> Result<f64> + Send + Sync + 'static) -> Self {
+    pub fn new(
+        name: impl Into<String>,
+        f: impl Fn(&Trajectory) -> Result<f64> + Send + Sync + 'static,
+    ) -> Self {
         FnJudge {
             name: name.into(),
             f: Box::new(f),
@@ -430,7 +441,11 @@ impl Judge for LlmRubric {
                     .find(|m| m.role == crate::contract::Role::User)
                     .and_then(Message::text)
             })
-            .or_else(|| traj.initial_observation.as_ref().and_then(|o| o.text.clone()))
+            .or_else(|| {
+                traj.initial_observation
+                    .as_ref()
+                    .and_then(|o| o.text.clone())
+            })
             .unwrap_or_default();
         let prompt = format!(
             "You are grading an answer against a rubric.\n\nRubric:\n{}\n\nTask:\n{}\n\nAnswer:\n{}\n\n\
@@ -459,7 +474,9 @@ impl Weighted {
     /// Combine `parts`; weights must be finite, non-negative and not all zero.
     pub fn new(parts: Vec<(Arc<dyn Judge>, f64)>) -> Result<Self> {
         if parts.is_empty() {
-            return Err(Error::Config("a weighted judge needs at least one part".into()));
+            return Err(Error::Config(
+                "a weighted judge needs at least one part".into(),
+            ));
         }
         if let Some((j, w)) = parts.iter().find(|(_, w)| !w.is_finite() || *w < 0.0) {
             return Err(Error::Config(format!(
@@ -468,7 +485,9 @@ impl Weighted {
             )));
         }
         if parts.iter().map(|(_, w)| w).sum::<f64>() <= 0.0 {
-            return Err(Error::Config("weights of a weighted judge sum to zero".into()));
+            return Err(Error::Config(
+                "weights of a weighted judge sum to zero".into(),
+            ));
         }
         Ok(Weighted { parts })
     }
@@ -476,7 +495,11 @@ impl Weighted {
 
 impl Judge for Weighted {
     fn id(&self) -> String {
-        let names: Vec<String> = self.parts.iter().map(|(j, w)| format!("{}*{w}", j.id())).collect();
+        let names: Vec<String> = self
+            .parts
+            .iter()
+            .map(|(j, w)| format!("{}*{w}", j.id()))
+            .collect();
         format!("weighted({})", names.join(", "))
     }
 
@@ -556,7 +579,8 @@ impl Environment for JudgedEnvironment {
         let env_judgment = traj.judgment.clone();
         let mut judged = guard(|| self.judge.judge(traj)).inspect_err(|_| {
             traj.judgment = None;
-            traj.metadata.insert("env_judgment".into(), json!(env_judgment));
+            traj.metadata
+                .insert("env_judgment".into(), json!(env_judgment));
         })?;
         if let Some(env_j) = &env_judgment {
             judged.components.entry("env").or_insert(json!(env_j.score));
@@ -605,11 +629,17 @@ mod tests {
 
     #[test]
     fn extractors() {
-        assert_eq!(extract_answer_tag("<answer>1</answer> then <ANSWER> 2 </answer>"), Some("2".into()));
+        assert_eq!(
+            extract_answer_tag("<answer>1</answer> then <ANSWER> 2 </answer>"),
+            Some("2".into())
+        );
         assert_eq!(extract_answer_tag("none"), None);
         assert_eq!(last_number("it is 1,234.5 or -7"), Some(-7.0));
         assert_eq!(last_number("total 1,234.5"), Some(1234.5));
-        assert_eq!(extract_boxed(r"so \boxed{\frac{1}{2}} done"), Some(r"\frac{1}{2}".into()));
+        assert_eq!(
+            extract_boxed(r"so \boxed{\frac{1}{2}} done"),
+            Some(r"\frac{1}{2}".into())
+        );
         assert_eq!(extract_boxed(r"\boxed{unclosed"), None);
     }
 
@@ -617,17 +647,40 @@ mod tests {
     fn exact_contains_numeric_regex() {
         let t = traj("thinking... <answer> Nairobi </answer>", "nairobi");
         assert_eq!(ExactMatch::default().judge(&t).unwrap().score, 1.0);
-        assert_eq!(ExactMatch::default().judge(&traj("<answer>Paris</answer>", "Nairobi")).unwrap().score, 0.0);
+        assert_eq!(
+            ExactMatch::default()
+                .judge(&traj("<answer>Paris</answer>", "Nairobi"))
+                .unwrap()
+                .score,
+            0.0
+        );
         assert_eq!(Contains::default().judge(&t).unwrap().score, 1.0);
-        let n = Numeric { abs_tol: 0.01, ..Numeric::default() };
-        assert_eq!(n.judge(&traj("<answer>3.141</answer>", "3.14")).unwrap().score, 1.0);
-        assert_eq!(n.judge(&traj("<answer>3.2</answer>", "3.14")).unwrap().score, 0.0);
+        let n = Numeric {
+            abs_tol: 0.01,
+            ..Numeric::default()
+        };
+        assert_eq!(
+            n.judge(&traj("<answer>3.141</answer>", "3.14"))
+                .unwrap()
+                .score,
+            1.0
+        );
+        assert_eq!(
+            n.judge(&traj("<answer>3.2</answer>", "3.14"))
+                .unwrap()
+                .score,
+            0.0
+        );
         let r = RegexJudge::new(r"<answer>.+</answer>").unwrap();
         assert_eq!(r.judge(&t).unwrap().score, 1.0);
         assert!(RegexJudge::new("(").is_err());
         let mut no_task = t.clone();
         no_task.task = None;
-        assert!(ExactMatch::default().judge(&no_task).unwrap_err().to_string().contains("no task"));
+        assert!(ExactMatch::default()
+            .judge(&no_task)
+            .unwrap_err()
+            .to_string()
+            .contains("no task"));
     }
 
     #[test]
@@ -636,12 +689,21 @@ mod tests {
         let nan = FnJudge::new("nan", |_| Ok(f64::NAN));
         assert!(matches!(nan.judge(&t), Err(Error::NonFiniteScore { .. })));
         let boom = FnJudge::new("boom", |_| panic!("judge bug"));
-        assert!(boom.judge(&t).unwrap_err().to_string().contains("judge bug"));
+        assert!(boom
+            .judge(&t)
+            .unwrap_err()
+            .to_string()
+            .contains("judge bug"));
     }
 
     #[test]
     fn rubric_scores_are_parsed_or_refused() {
-        assert_eq!(LlmRubric::parse_score(r#"ok {"score": 0.75, "reason": "fine"}"#).unwrap().0, 0.75);
+        assert_eq!(
+            LlmRubric::parse_score(r#"ok {"score": 0.75, "reason": "fine"}"#)
+                .unwrap()
+                .0,
+            0.75
+        );
         assert_eq!(LlmRubric::parse_score("Score: 1").unwrap().0, 1.0);
         assert!(LlmRubric::parse_score("looks good to me").is_err());
         assert!(LlmRubric::parse_score(r#"{"score": 7}"#).is_err());

@@ -96,10 +96,12 @@ impl Policy {
     }
 }
 
+type ReplyFn = dyn Fn(&[Message]) -> Result<String> + Send + Sync;
+
 /// A chat model backed by a Rust closure: messages in, reply text out.
 pub struct FunctionModel {
     name: String,
-    f: Box<dyn Fn(&[Message]) -> Result<String> + Send + Sync>,
+    f: Box<ReplyFn>,
 }
 
 impl FunctionModel {
@@ -126,7 +128,11 @@ impl ChatModel for FunctionModel {
 }
 
 /// An OpenAI chat-completions request body.
-pub(crate) fn chat_request(model: &str, messages: &[Message], params: &Map<String, Value>) -> Map<String, Value> {
+pub(crate) fn chat_request(
+    model: &str,
+    messages: &[Message],
+    params: &Map<String, Value>,
+) -> Map<String, Value> {
     let mut body = Map::new();
     body.insert("model".into(), Value::String(model.to_string()));
     body.insert(
@@ -258,7 +264,10 @@ impl Endpoint {
         let mut wait = self.backoff;
         let mut attempt = 0;
         loop {
-            let mut req = self.agent.post(&url).header("Content-Type", "application/json");
+            let mut req = self
+                .agent
+                .post(&url)
+                .header("Content-Type", "application/json");
             if let Some(key) = &self.api_key {
                 req = req.header("Authorization", &format!("Bearer {key}"));
             }

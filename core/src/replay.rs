@@ -41,7 +41,11 @@ pub fn render(traj: &Trajectory) -> String {
                 Role::Assistant => "assistant",
                 Role::Tool => "tool",
             };
-            let _ = writeln!(out, "{role:>9} │ {}", one_line(&m.text().unwrap_or_default(), 300));
+            let _ = writeln!(
+                out,
+                "{role:>9} │ {}",
+                one_line(&m.text().unwrap_or_default(), 300)
+            );
         }
     } else {
         if let Some(o) = &traj.initial_observation {
@@ -63,7 +67,12 @@ pub fn render(traj: &Trajectory) -> String {
         }
     }
     if !traj.model_calls.is_empty() {
-        let _ = writeln!(out, "{:>9} │ {} calls recorded", "model", traj.model_calls.len());
+        let _ = writeln!(
+            out,
+            "{:>9} │ {} calls recorded",
+            "model",
+            traj.model_calls.len()
+        );
     }
     if let Some(e) = &traj.error {
         let _ = writeln!(out, "{:>9} │ {e}", "ERROR");

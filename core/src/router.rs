@@ -146,7 +146,11 @@ impl Registry {
                     ),
                 });
             }
-            let mut known: Vec<String> = self.drivers.iter().map(|d| d.scheme().to_string()).collect();
+            let mut known: Vec<String> = self
+                .drivers
+                .iter()
+                .map(|d| d.scheme().to_string())
+                .collect();
             if let Some(s) = suggest(&parsed.scheme, known.iter().map(String::as_str)) {
                 known.insert(0, format!("(did you mean `{s}`?)"));
             }

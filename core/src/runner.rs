@@ -117,7 +117,10 @@ impl Runner {
                 last_draw = Instant::now();
                 let rate = next as f64 / t0.elapsed().as_secs_f64().max(1e-9);
                 let mut err = std::io::stderr().lock();
-                let _ = write!(err, "\r  {next}/{n} rollouts  {rate:.0}/s  {failed} failed ");
+                let _ = write!(
+                    err,
+                    "\r  {next}/{n} rollouts  {rate:.0}/s  {failed} failed "
+                );
                 let _ = err.flush();
             }
         }

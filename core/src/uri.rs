@@ -31,7 +31,9 @@ impl Uri {
         };
         let raw_trim = raw.trim();
         if raw_trim.is_empty() {
-            return Err(bad("it is empty; expected `scheme:target`, e.g. `builtin:arithmetic`"));
+            return Err(bad(
+                "it is empty; expected `scheme:target`, e.g. `builtin:arithmetic`",
+            ));
         }
         let (scheme, rest) = raw_trim.split_once(':').ok_or_else(|| {
             bad("it has no scheme; expected `scheme:target`, e.g. `builtin:arithmetic` or `define:./tasks.toml`")
@@ -170,18 +172,20 @@ impl Params {
         };
         let mut values = Vec::new();
         for (name, value) in &uri.params {
-            let spec = specs.iter().find(|s| s.name == name).ok_or_else(|| {
-                Error::UnknownParameter {
-                    driver: driver.to_string(),
-                    param: name.clone(),
-                    suggestion: suggest(name, specs.iter().map(|s| s.name)),
-                    accepted: if specs.is_empty() {
-                        vec!["none".into()]
-                    } else {
-                        accepted()
-                    },
-                }
-            })?;
+            let spec =
+                specs
+                    .iter()
+                    .find(|s| s.name == name)
+                    .ok_or_else(|| Error::UnknownParameter {
+                        driver: driver.to_string(),
+                        param: name.clone(),
+                        suggestion: suggest(name, specs.iter().map(|s| s.name)),
+                        accepted: if specs.is_empty() {
+                            vec!["none".into()]
+                        } else {
+                            accepted()
+                        },
+                    })?;
             let value = match (spec.kind, value) {
                 // `name=007` or `name=12` are text when the parameter is text.
                 (ParamKind::Str, Value::String(_)) => value.clone(),
@@ -276,7 +280,10 @@ mod tests {
         }];
         let u = Uri::parse("b:x?szie=3").unwrap();
         let e = Params::check("b", &u, &specs).unwrap_err().to_string();
-        assert!(e.contains("`szie`") && e.contains("did you mean `size`"), "{e}");
+        assert!(
+            e.contains("`szie`") && e.contains("did you mean `size`"),
+            "{e}"
+        );
         let u = Uri::parse("b:x?size=abc").unwrap();
         let e = Params::check("b", &u, &specs).unwrap_err().to_string();
         assert!(e.contains("`abc`") && e.contains("from 1 to 100"), "{e}");

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 
 use crate::contract::{
-    JudgeSource, Judgment, JsonMap, Manifest, Mode, Observation, RewardTiming, Step, TaskRef,
+    JsonMap, JudgeSource, Judgment, Manifest, Mode, Observation, RewardTiming, Step, TaskRef,
 };
 use crate::env::{Environment, Episode};
 use crate::error::{Error, Result};
@@ -104,7 +104,11 @@ impl Driver for BuiltinDriver {
             return Err(Error::UnknownTarget {
                 driver: "builtin".into(),
                 target: uri.target.clone(),
-                available: TARGETS.iter().map(|t| t.to_string()).collect(),
+                available: crate::error::suggest(&uri.target, TARGETS.iter().copied())
+                    .map(|s| format!("(did you mean `{s}`?)"))
+                    .into_iter()
+                    .chain(TARGETS.iter().map(|t| t.to_string()))
+                    .collect(),
             });
         }
         let params = Params::check("builtin", uri, &self.params(&uri.target))?;
@@ -146,17 +150,17 @@ impl Driver for BuiltinDriver {
 /// Which task an episode plays: the given task's index, else `seed mod size`.
 fn task_index(env_id: &str, size: u64, task: Option<&TaskRef>, seed: Option<i64>) -> Result<u64> {
     match task {
-        Some(t) => t
-            .id
-            .parse::<u64>()
-            .ok()
-            .filter(|i| *i < size)
-            .ok_or_else(|| Error::InvalidParameter {
-                driver: env_id.to_string(),
-                param: "task.id".into(),
-                value: t.id.clone(),
-                expected: format!("a task index from 0 to {}", size - 1),
-            }),
+        Some(t) => {
+            t.id.parse::<u64>()
+                .ok()
+                .filter(|i| *i < size)
+                .ok_or_else(|| Error::InvalidParameter {
+                    driver: env_id.to_string(),
+                    param: "task.id".into(),
+                    value: t.id.clone(),
+                    expected: format!("a task index from 0 to {}", size - 1),
+                })
+        }
         None => Ok(seed.unwrap_or(0).rem_euclid(size as i64) as u64),
     }
 }
@@ -186,7 +190,11 @@ impl Gen {
     fn problem(&self, index: u64) -> Problem {
         let mut rng = task_rng(self.seed, index);
         let hi = 10i64.pow(self.digits) - 1;
-        let lo = if self.digits == 1 { 0 } else { 10i64.pow(self.digits - 1) };
+        let lo = if self.digits == 1 {
+            0
+        } else {
+            10i64.pow(self.digits - 1)
+        };
         let (a, b) = (rng.range(lo, hi), rng.range(lo, hi));
         let op = self.ops[rng.range(0, self.ops.len() as i64 - 1) as usize];
         let answer = match op {
@@ -211,7 +219,8 @@ impl Gen {
         let p = self.problem(index);
         let mut t = TaskRef::new(index.to_string());
         t.prompt = Some(Gen::prompt(&p));
-        t.metadata.insert("answer".into(), json!(p.answer.to_string()));
+        t.metadata
+            .insert("answer".into(), json!(p.answer.to_string()));
         t.metadata.insert("expression".into(), json!(p.expression));
         t
     }
@@ -236,7 +245,9 @@ impl Arithmetic {
         m.capabilities.text = true;
         m.capabilities.reward_timing = RewardTiming::Terminal;
         m.num_tasks = Some(gen.size);
-        m.action_schema = Some(obj(json!({"type": "string", "description": "the reply text"})));
+        m.action_schema = Some(obj(
+            json!({"type": "string", "description": "the reply text"}),
+        ));
         m.observation_schema = Some(obj(json!({
             "type": "object",
             "properties": {"expression": {"type": "string"}}
@@ -295,7 +306,10 @@ impl Environment for Arithmetic {
                 .and_then(Value::as_str)
                 .and_then(|s| s.parse().ok())
                 .ok_or_else(|| Error::Policy("observation has no task_id".into()))?;
-            Ok(json!(format!("<answer>{}</answer>", gen.problem(index).answer)))
+            Ok(json!(format!(
+                "<answer>{}</answer>",
+                gen.problem(index).answer
+            )))
         }))
     }
 
@@ -338,13 +352,19 @@ impl Episode for ArithmeticEpisode {
 
     fn judge(&self, steps: &[Step]) -> Result<Judgment> {
         let score = steps.last().map_or(0.0, |s| s.reward);
-        Ok(Judgment::new(score, JudgeSource::Verifier, "builtin:arithmetic")?
-            .with_passed(score >= 1.0)
-            .with_detail("expected", self.answer.to_string())
-            .with_detail(
-                "extracted",
-                steps.last().and_then(|s| s.info.get("extracted")).cloned().unwrap_or(Value::Null),
-            ))
+        Ok(
+            Judgment::new(score, JudgeSource::Verifier, "builtin:arithmetic")?
+                .with_passed(score >= 1.0)
+                .with_detail("expected", self.answer.to_string())
+                .with_detail(
+                    "extracted",
+                    steps
+                        .last()
+                        .and_then(|s| s.info.get("extracted"))
+                        .cloned()
+                        .unwrap_or(Value::Null),
+                ),
+        )
     }
 
     fn task(&self) -> Option<TaskRef> {
@@ -438,7 +458,8 @@ impl Environment for Guess {
         Ok((0..n)
             .map(|i| {
                 let mut t = TaskRef::new(i.to_string());
-                t.metadata.insert("answer".into(), json!(self.secret(i).to_string()));
+                t.metadata
+                    .insert("answer".into(), json!(self.secret(i).to_string()));
                 t
             })
             .collect())
@@ -448,7 +469,8 @@ impl Environment for Guess {
         let index = task_index(&self.manifest.id, self.size, task, seed)?;
         let secret = self.secret(index);
         let mut t = TaskRef::new(index.to_string());
-        t.metadata.insert("answer".into(), json!(secret.to_string()));
+        t.metadata
+            .insert("answer".into(), json!(secret.to_string()));
         let mut ep = GuessEpisode {
             env_id: self.manifest.id.clone(),
             task: t,
@@ -562,20 +584,32 @@ mod tests {
             let opts = RolloutOptions::new(Some(t.clone()), Some(0));
             let good = env.rollout(&oracle, &opts);
             assert_eq!(good.score(), Some(1.0), "{:?}", good.error);
-            assert_eq!(good.task.as_ref().unwrap().metadata["answer"], t.metadata["answer"]);
+            assert_eq!(
+                good.task.as_ref().unwrap().metadata["answer"],
+                t.metadata["answer"]
+            );
             assert_eq!(env.rollout(&null, &opts).score(), Some(0.0));
         }
     }
 
     #[test]
     fn arithmetic_answers_are_right() {
-        let gen = Gen { size: 10, seed: 0, digits: 3, ops: vec!['+', '-', '*'] };
+        let gen = Gen {
+            size: 10,
+            seed: 0,
+            digits: 3,
+            ops: vec!['+', '-', '*'],
+        };
         for i in 0..200 {
             let p = gen.problem(i);
             let parts: Vec<&str> = p.expression.split(' ').collect();
             let (a, b): (i64, i64) = (parts[0].parse().unwrap(), parts[2].parse().unwrap());
             assert!((100..=999).contains(&a) && (100..=999).contains(&b));
-            let want = match parts[1] { "+" => a + b, "-" => a - b, _ => a * b };
+            let want = match parts[1] {
+                "+" => a + b,
+                "-" => a - b,
+                _ => a * b,
+            };
             assert_eq!(p.answer, want);
         }
     }
