@@ -17,6 +17,9 @@ pub extern "C" fn nenyax_version() -> *const c_char {
 #[no_mangle]
 pub extern "C" fn nenyax_protocol_version() -> *const c_char {
     static PROTOCOL: &str = concat!("0.1", "\0");
-    debug_assert_eq!(&PROTOCOL[..PROTOCOL.len() - 1], nenyax_core::PROTOCOL_VERSION);
+    debug_assert_eq!(
+        &PROTOCOL[..PROTOCOL.len() - 1],
+        nenyax_core::PROTOCOL_VERSION
+    );
     PROTOCOL.as_ptr().cast()
 }
