@@ -263,6 +263,24 @@ fn same_situation(env: &dyn Environment, a: &Trajectory, b: &Trajectory) -> Opti
     None
 }
 
+/// Roll the chosen episodes out again on `on` and compare each with the first run.
+fn replay(
+    env: &dyn Environment,
+    on: &dyn Environment,
+    probe: &Policy,
+    chosen: &[Option<TaskRef>],
+    first: &[Trajectory],
+    what: &str,
+) -> Result<Outcome> {
+    for (i, task) in chosen.iter().enumerate() {
+        let again = on.rollout(probe, &RolloutOptions::new(task.clone(), Some(i as i64)));
+        if let Some(why) = same_situation(env, &first[i], &again) {
+            return fail(format!("episode {i}: {why} ({what} expected)"));
+        }
+    }
+    Ok(Ok(format!("{} episodes {what}", chosen.len())))
+}
+
 /// Run the conformance suite against `env`. `factory`, when given, builds fresh instances for
 /// the cross-instance reproducibility check (skipped without one).
 pub fn check(env: &Arc<dyn Environment>, factory: Option<Factory>, opts: &CheckOptions) -> Report {
@@ -387,16 +405,14 @@ pub fn check(env: &Arc<dyn Environment>, factory: Option<Factory>, opts: &CheckO
         blocked.clone().or(not_resettable.clone()),
         &mut || {
             let probe = probe_ref.as_ref().expect("not skipped");
-            for (i, task) in chosen.iter().enumerate() {
-                let again = env.rollout(probe, &RolloutOptions::new(task.clone(), Some(i as i64)));
-                if let Some(why) = same_situation(env.as_ref(), &first[i], &again) {
-                    return fail(format!("episode {i}: {why}"));
-                }
-            }
-            Ok(Ok(format!(
-                "{} episodes replayed identically",
-                chosen.len()
-            )))
+            replay(
+                env.as_ref(),
+                env.as_ref(),
+                probe,
+                &chosen,
+                &first,
+                "replayed identically",
+            )
         },
     );
     record(
@@ -410,17 +426,14 @@ pub fn check(env: &Arc<dyn Environment>, factory: Option<Factory>, opts: &CheckO
         &mut || {
             let fresh = (factory.expect("not skipped"))()?;
             let probe = probe_ref.as_ref().expect("not skipped");
-            for (i, task) in chosen.iter().enumerate() {
-                let again =
-                    fresh.rollout(probe, &RolloutOptions::new(task.clone(), Some(i as i64)));
-                if let Some(why) = same_situation(env.as_ref(), &first[i], &again) {
-                    return fail(format!("episode {i} on a fresh instance: {why}"));
-                }
-            }
-            Ok(Ok(format!(
-                "{} episodes matched on a fresh instance",
-                chosen.len()
-            )))
+            replay(
+                env.as_ref(),
+                fresh.as_ref(),
+                probe,
+                &chosen,
+                &first,
+                "matched on a fresh instance",
+            )
         },
     );
     record(

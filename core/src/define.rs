@@ -27,7 +27,7 @@ use crate::contract::{
     JsonMap, JudgeSource, Judgment, Manifest, Mode, Observation, RewardTiming, Step, TaskRef,
     Trajectory,
 };
-use crate::env::{guard, Environment, Episode};
+use crate::env::{guard, task_index, Environment, Episode};
 use crate::error::{Error, Result};
 use crate::judges::{Contains, ExactMatch, Extract, Judge, Numeric, RegexJudge};
 use crate::policy::Policy;
@@ -152,21 +152,7 @@ impl TaskEnv {
     }
 
     fn index(&self, task: Option<&TaskRef>, seed: Option<i64>) -> Result<usize> {
-        let n = self.rows.len();
-        match task {
-            Some(t) => {
-                t.id.parse::<usize>()
-                    .ok()
-                    .filter(|i| *i < n)
-                    .ok_or_else(|| Error::InvalidParameter {
-                        driver: self.manifest.id.clone(),
-                        param: "task.id".into(),
-                        value: t.id.clone(),
-                        expected: format!("a task index from 0 to {}", n - 1),
-                    })
-            }
-            None => Ok(seed.unwrap_or(0).rem_euclid(n as i64) as usize),
-        }
+        task_index(&self.manifest.id, self.rows.len() as u64, task, seed).map(|i| i as usize)
     }
 }
 

@@ -146,6 +146,25 @@ pub trait Environment: Send + Sync {
     }
 }
 
+/// Which of `n` indexed tasks an episode plays: the given task's index, else `seed mod n`.
+/// A task id that is not an index in range is a typed error naming the valid range.
+pub fn task_index(env_id: &str, n: u64, task: Option<&TaskRef>, seed: Option<i64>) -> Result<u64> {
+    match task {
+        Some(t) => {
+            t.id.parse::<u64>()
+                .ok()
+                .filter(|i| *i < n)
+                .ok_or_else(|| Error::InvalidParameter {
+                    driver: env_id.to_string(),
+                    param: "task.id".into(),
+                    value: t.id.clone(),
+                    expected: format!("a task index from 0 to {}", n.saturating_sub(1)),
+                })
+        }
+        None => Ok(seed.unwrap_or(0).rem_euclid(n.max(1) as i64) as u64),
+    }
+}
+
 /// Run `f`, turning a panic into an error so nothing unwinds into callers (or across the C ABI).
 pub fn guard<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| {
@@ -199,10 +218,12 @@ pub fn drive_steps<E: Environment + ?Sized>(
             }
             Actor::Chat(ChatPolicy::new(model.clone(), None))
         }
-        Policy::Native(name) => return Err(Error::PolicyMismatch(format!(
+        Policy::Native(name) => {
+            return Err(Error::PolicyMismatch(format!(
             "{} is a step environment; native agent `{name}` drives task-mode environments only",
             manifest.id
-        ))),
+        )))
+        }
     };
     let limit = opts
         .max_steps

@@ -173,6 +173,26 @@ fn verdict(id: String, hit: bool, got: Option<&str>, want: &str) -> Result<Judgm
     )
 }
 
+/// Extract the answer, normalise both sides, and score `hit(got, want)` as 1 or 0.
+fn compare(
+    id: String,
+    traj: &Trajectory,
+    field: &str,
+    extract: &Extract,
+    case_sensitive: bool,
+    hit: impl Fn(&str, &str) -> bool,
+) -> Result<Judgment> {
+    let want = expected(traj, field, &id)?;
+    let got = extract.apply(&traj.final_text());
+    let ok = got.as_deref().is_some_and(|g| {
+        hit(
+            &normalize(g, case_sensitive),
+            &normalize(&want, case_sensitive),
+        )
+    });
+    verdict(id, ok, got.as_deref(), &want)
+}
+
 /// The extracted answer equals the task's expected answer (whitespace collapsed).
 #[derive(Debug, Clone)]
 pub struct ExactMatch {
@@ -200,12 +220,14 @@ impl Judge for ExactMatch {
     }
 
     fn judge(&self, traj: &Trajectory) -> Result<Judgment> {
-        let want = expected(traj, &self.field, &self.id())?;
-        let got = self.extract.apply(&traj.final_text());
-        let hit = got.as_deref().is_some_and(|g| {
-            normalize(g, self.case_sensitive) == normalize(&want, self.case_sensitive)
-        });
-        verdict(self.id(), hit, got.as_deref(), &want)
+        compare(
+            self.id(),
+            traj,
+            &self.field,
+            &self.extract,
+            self.case_sensitive,
+            |g, w| g == w,
+        )
     }
 }
 
@@ -236,12 +258,14 @@ impl Judge for Contains {
     }
 
     fn judge(&self, traj: &Trajectory) -> Result<Judgment> {
-        let want = expected(traj, &self.field, &self.id())?;
-        let got = self.extract.apply(&traj.final_text());
-        let hit = got.as_deref().is_some_and(|g| {
-            normalize(g, self.case_sensitive).contains(&normalize(&want, self.case_sensitive))
-        });
-        verdict(self.id(), hit, got.as_deref(), &want)
+        compare(
+            self.id(),
+            traj,
+            &self.field,
+            &self.extract,
+            self.case_sensitive,
+            |g, w| g.contains(w),
+        )
     }
 }
 

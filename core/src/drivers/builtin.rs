@@ -11,7 +11,7 @@ use std::sync::Arc;
 use crate::contract::{
     JsonMap, JudgeSource, Judgment, Manifest, Mode, Observation, RewardTiming, Step, TaskRef,
 };
-use crate::env::{Environment, Episode};
+use crate::env::{task_index, Environment, Episode};
 use crate::error::{Error, Result};
 use crate::judges::{extract_answer_tag, last_number};
 use crate::policy::Policy;
@@ -144,24 +144,6 @@ impl Driver for BuiltinDriver {
                 params.int("max_guesses", 10) as u32,
             )),
         })
-    }
-}
-
-/// Which task an episode plays: the given task's index, else `seed mod size`.
-fn task_index(env_id: &str, size: u64, task: Option<&TaskRef>, seed: Option<i64>) -> Result<u64> {
-    match task {
-        Some(t) => {
-            t.id.parse::<u64>()
-                .ok()
-                .filter(|i| *i < size)
-                .ok_or_else(|| Error::InvalidParameter {
-                    driver: env_id.to_string(),
-                    param: "task.id".into(),
-                    value: t.id.clone(),
-                    expected: format!("a task index from 0 to {}", size - 1),
-                })
-        }
-        None => Ok(seed.unwrap_or(0).rem_euclid(size as i64) as u64),
     }
 }
 
