@@ -329,7 +329,8 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             };
             let threads = runner.threads();
             println!(
-                "{uri}: {n} episodes, mean score {mean}, {passed} passed, {failed} failed, {:.0} rollouts/s on {threads} thread{}{}",
+                "{uri}: {n} episode{}, mean score {mean}, {passed} passed, {failed} failed, {:.0} rollouts/s on {threads} thread{}{}",
+                if n == 1 { "" } else { "s" },
                 n as f64 / secs.max(1e-9),
                 if threads == 1 { "" } else { "s" },
                 out.as_ref().map(|p| format!(", written to {p}")).unwrap_or_default()

@@ -362,7 +362,7 @@ pub struct Message {
     /// Who spoke.
     pub role: Role,
     /// A string, a list of content parts, or null.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "content_shape")]
     pub content: Value,
     /// Tool calls made by an assistant.
     #[serde(default)]
@@ -373,6 +373,18 @@ pub struct Message {
     /// Fields beyond the standard ones, preserved verbatim.
     #[serde(flatten)]
     pub extra: JsonMap,
+}
+
+/// Message content is a string, a list of parts, or null, as in the OpenAI wire format.
+fn content_shape<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Value, D::Error> {
+    use serde::de::Error as _;
+    match Value::deserialize(d)? {
+        v @ (Value::String(_) | Value::Array(_) | Value::Null) => Ok(v),
+        other => Err(D::Error::custom(format!(
+            "message content must be a string, a list of parts or null, got {}",
+            preview(&other)
+        ))),
+    }
 }
 
 impl Message {
@@ -850,6 +862,8 @@ mod tests {
         assert!(wire.as_object().unwrap().contains_key("content"));
         assert_eq!(wire["tool_calls"][0]["function"]["name"], "f");
         assert!(Message::from_openai(&json!({"role": "robot", "content": "x"})).is_err());
+        let e = Message::from_openai(&json!({"role": "user", "content": 3})).unwrap_err();
+        assert!(e.to_string().contains("content must be"), "{e}");
     }
 
     #[test]

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The project's one test command: every Rust test in the workspace, including the interop tests
+# against the Python reference implementation (tests/python_interop.rs), which need
+# nenyax==0.1.0a1. This script keeps it in .venv at the repository root and points the tests at
+# it through NENYAX_TEST_PYTHON. Extra arguments go to `cargo test`, e.g.
+#   scripts/test.sh --test python_interop -- --nocapture
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root="$(pwd)"
+venv="$root/.venv"
+python="$venv/bin/python"
+reference="nenyax==0.1.0a1"
+
+# A missing or broken venv (e.g. copied from another machine) is (re)created.
+if ! "$python" -c 'import sys' >/dev/null 2>&1; then
+    echo "scripts/test.sh: creating $venv" >&2
+    python3 -m venv --clear "$venv"
+fi
+if ! "$python" -c 'import sys, nenyax; sys.exit(nenyax.__version__ != "0.1.0a1")' >/dev/null 2>&1; then
+    echo "scripts/test.sh: installing $reference into $venv" >&2
+    "$python" -m pip install --quiet --disable-pip-version-check "$reference"
+fi
+
+export NENYAX_TEST_PYTHON="$python"
+cargo test --workspace --all-targets "$@"
+# --all-targets leaves out doctests (the examples in the API docs), so run them too.
+if [ "$#" -eq 0 ]; then
+    cargo test --workspace --doc
+fi
