@@ -447,7 +447,7 @@ pub fn check(env: &Arc<dyn Environment>, factory: Option<Factory>, opts: &CheckO
                 .iter()
                 .enumerate()
                 .map(|(i, t)| Job {
-                    task: t.clone(),
+                    task: t.clone().map(Arc::new),
                     seed: Some(i as i64),
                 })
                 .collect();

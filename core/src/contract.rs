@@ -797,15 +797,17 @@ pub fn now_unix() -> f64 {
 /// A process-unique pseudo-random number for ids; not for anything that must be secret.
 pub(crate) fn fresh_id() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let t = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    crate::rng::splitmix64(
-        t ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(std::process::id()),
-    )
+    static SALT: OnceLock<u64> = OnceLock::new();
+    // The clock is read once per process: ids only need to differ, and this runs per model call.
+    let salt = *SALT.get_or_init(|| {
+        let t = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        t ^ u64::from(std::process::id()).rotate_left(32)
+    });
+    crate::rng::splitmix64(salt ^ COUNTER.fetch_add(1, Ordering::Relaxed))
 }
 
 /// A short rendering of a JSON value for error messages.

@@ -229,28 +229,28 @@ pub fn drive_steps<E: Environment + ?Sized>(
         .max_steps
         .unwrap_or_else(|| env.default_max_steps())
         .max(1);
+    let mut session = env.session(opts.task.as_ref(), opts.seed)?;
+    if traj.task.is_none() {
+        traj.task = session.task();
+    }
+    traj.initial_observation = Some(session.observation().clone());
     let result = (|| {
-        let mut session = env.session(opts.task.as_ref(), opts.seed)?;
-        if traj.task.is_none() {
-            traj.task = session.task();
-        }
-        traj.initial_observation = Some(session.observation().clone());
         while !session.done() {
-            if traj.steps.len() >= limit {
-                if let Some(last) = traj.steps.last_mut() {
+            if session.steps.len() >= limit {
+                if let Some(last) = session.steps.last_mut() {
                     last.truncated = true;
                 }
                 break;
             }
             let action = actor.act(session.observation())?;
-            let step = session.act(action)?;
-            traj.steps.push(step);
+            session.advance(action)?;
         }
-        let judgment = session.judgment_of(&traj.steps);
-        session.close();
-        traj.judgment = Some(judgment?);
+        traj.judgment = Some(session.judgment()?);
         Ok(())
     })();
+    // Whatever the episode reached is kept, also when it failed part-way.
+    traj.steps = std::mem::take(&mut session.steps);
+    session.close();
     if let Actor::Chat(chat) = actor {
         traj.messages = chat.history;
         traj.model_calls = chat.calls;
@@ -301,6 +301,12 @@ impl Session {
 
     /// Apply an action. Acting after the end, or a non-finite reward, is a typed error.
     pub fn act(&mut self, action: Value) -> Result<Step> {
+        self.advance(action)?;
+        Ok(self.steps.last().expect("advance pushed a step").clone())
+    }
+
+    /// `act` without handing back a copy of the step (the rollout loop's hot path).
+    fn advance(&mut self, action: Value) -> Result<()> {
         if self.done {
             return Err(Error::Environment(format!(
                 "{}: the episode is over; open a new session",
@@ -315,17 +321,13 @@ impl Session {
             )));
         }
         self.done = step.done();
-        self.steps.push(step.clone());
-        Ok(step)
+        self.steps.push(step);
+        Ok(())
     }
 
     /// The judgment of the episode so far.
     pub fn judgment(&self) -> Result<Judgment> {
-        self.judgment_of(&self.steps)
-    }
-
-    fn judgment_of(&self, steps: &[Step]) -> Result<Judgment> {
-        guard(|| self.episode.judge(steps))
+        guard(|| self.episode.judge(&self.steps))
     }
 
     /// Release the episode's resources (also done on drop).

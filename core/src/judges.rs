@@ -23,13 +23,14 @@ pub trait Judge: Send + Sync {
     fn judge(&self, traj: &Trajectory) -> Result<Judgment>;
 }
 
-/// The content of the last `<answer>…</answer>` span, if any.
+/// The content of the last `<answer>…</answer>` span (tags in any case), if any.
 pub fn extract_answer_tag(text: &str) -> Option<String> {
-    static RE: OnceLock<Regex> = OnceLock::new();
-    let re = RE.get_or_init(|| Regex::new(r"(?is)<answer>(.*?)</answer>").expect("valid"));
-    re.captures_iter(text)
-        .last()
-        .map(|c| c[1].trim().to_string())
+    // ASCII lowercasing keeps byte offsets, so positions found in `lower` index `text`.
+    // Hand-rolled because this runs on every reply and a regex was a tenth of a rollout.
+    let lower = text.to_ascii_lowercase();
+    let end = lower.rfind("</answer>")?;
+    let start = lower[..end].rfind("<answer>")? + "<answer>".len();
+    Some(text[start..end].trim().to_string())
 }
 
 /// The last number in `text` (commas in thousands are ignored).
@@ -658,6 +659,12 @@ mod tests {
             Some("2".into())
         );
         assert_eq!(extract_answer_tag("none"), None);
+        assert_eq!(
+            extract_answer_tag("<answer>1</answer> <answer>2"),
+            Some("1".into())
+        );
+        assert_eq!(extract_answer_tag("</answer><answer>"), None);
+        assert_eq!(extract_answer_tag("é<Answer>ü</ANSWER>"), Some("ü".into()));
         assert_eq!(last_number("it is 1,234.5 or -7"), Some(-7.0));
         assert_eq!(last_number("total 1,234.5"), Some(1234.5));
         assert_eq!(

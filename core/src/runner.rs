@@ -2,9 +2,10 @@
 //! the global rayon pool, so an embedding trainer keeps control of its threads), delivered in
 //! task order as they complete.
 
-use crossbeam_channel::unbounded;
+use crossbeam_channel::{bounded, unbounded};
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -16,8 +17,9 @@ use crate::policy::Policy;
 /// One rollout to run.
 #[derive(Debug, Clone)]
 pub struct Job {
-    /// The task; `None` lets the environment pick by seed.
-    pub task: Option<TaskRef>,
+    /// The task; `None` lets the environment pick by seed. Shared, because a plan cycles
+    /// through the same few tasks many times.
+    pub task: Option<Arc<TaskRef>>,
     /// The seed.
     pub seed: Option<i64>,
 }
@@ -25,7 +27,7 @@ pub struct Job {
 /// `n` jobs: the environment's tasks in order (cycled when `n` exceeds them), or seeded
 /// episodes when it has none. Job `i` gets seed `seed + i`.
 pub fn plan(env: &dyn Environment, n: usize, seed: i64) -> Result<Vec<Job>> {
-    let tasks = env.tasks(Some(n))?;
+    let tasks: Vec<Arc<TaskRef>> = env.tasks(Some(n))?.into_iter().map(Arc::new).collect();
     Ok((0..n)
         .map(|i| Job {
             task: (!tasks.is_empty()).then(|| tasks[i % tasks.len()].clone()),
@@ -77,6 +79,10 @@ impl Runner {
 
     /// Run `jobs` with `policy`, calling `sink(index, trajectory)` on the calling thread in job
     /// order as results arrive. Every job yields a trajectory, failed ones with their error.
+    ///
+    /// Memory stays bounded whatever the number of jobs: workers pull jobs one at a time and
+    /// may run at most a window of jobs ahead of the oldest one not yet delivered. A sink error
+    /// stops the batch (jobs already running finish) and is returned.
     pub fn run(
         &self,
         env: &Arc<dyn Environment>,
@@ -86,48 +92,63 @@ impl Runner {
         mut sink: impl FnMut(usize, Trajectory) -> Result<()>,
     ) -> Result<()> {
         let n = jobs.len();
-        let (tx, rx) = unbounded::<(usize, Trajectory)>();
-        for (i, job) in jobs.into_iter().enumerate() {
-            let (env, policy, tx) = (env.clone(), policy.clone(), tx.clone());
-            self.pool.spawn(move || {
-                let opts = RolloutOptions {
-                    task: job.task,
-                    seed: job.seed,
-                    max_steps,
-                };
-                // rollout() never panics; a closed receiver means the caller stopped early.
-                let _ = tx.send((i, env.rollout(&policy, &opts)));
-            });
+        if n == 0 {
+            return Ok(());
         }
-        drop(tx);
+        let window = (self.threads * 8).max(64);
+        // A token lets a worker start one job; the caller returns one per job delivered.
+        let (token_tx, token_rx) = bounded::<()>(window);
+        for _ in 0..window.min(n) {
+            token_tx.send(()).expect("capacity is the window");
+        }
+        let (done_tx, done_rx) = unbounded::<(usize, Trajectory)>();
+        let next_job = AtomicUsize::new(0);
+        let (jobs, next_job, env) = (&jobs, &next_job, env.as_ref());
         let show = self.progress && n > 1 && std::io::stderr().is_terminal();
-        let t0 = Instant::now();
-        let mut last_draw = t0;
-        let mut pending = BTreeMap::new();
-        let mut next = 0;
-        let mut failed = 0;
-        for (i, traj) in rx.iter() {
-            failed += usize::from(traj.error.is_some());
-            pending.insert(i, traj);
-            while let Some(traj) = pending.remove(&next) {
-                sink(next, traj)?;
-                next += 1;
+        let mut outcome = Ok(());
+        self.pool.in_place_scope(|scope| {
+            for _ in 0..self.threads.min(n) {
+                let (token_rx, done_tx) = (token_rx.clone(), done_tx.clone());
+                scope.spawn(move |_| {
+                    while token_rx.recv().is_ok() {
+                        let i = next_job.fetch_add(1, Ordering::Relaxed);
+                        let Some(job) = jobs.get(i) else { break };
+                        let opts = RolloutOptions {
+                            task: job.task.as_deref().cloned(),
+                            seed: job.seed,
+                            max_steps,
+                        };
+                        // rollout() never panics; a closed receiver means the caller stopped.
+                        if done_tx.send((i, env.rollout(policy, &opts))).is_err() {
+                            break;
+                        }
+                    }
+                });
             }
-            if show && (last_draw.elapsed().as_millis() >= 100 || next == n) {
-                last_draw = Instant::now();
-                let rate = next as f64 / t0.elapsed().as_secs_f64().max(1e-9);
-                let mut err = std::io::stderr().lock();
-                let _ = write!(
-                    err,
-                    "\r  {next}/{n} rollouts  {rate:.0}/s  {failed} failed "
-                );
-                let _ = err.flush();
+            drop((token_rx, done_tx));
+            let mut progress = Progress::new(n, show);
+            let mut pending = BTreeMap::new();
+            let mut next = 0;
+            for (i, traj) in done_rx.iter() {
+                progress.failed += usize::from(traj.error.is_some());
+                pending.insert(i, traj);
+                while let Some(traj) = pending.remove(&next) {
+                    if let Err(e) = sink(next, traj) {
+                        outcome = Err(e);
+                        return; // dropping the token sender stops the workers
+                    }
+                    next += 1;
+                    let _ = token_tx.try_send(());
+                }
+                progress.draw(next);
+                if next == n {
+                    break;
+                }
             }
-        }
-        if show {
-            eprintln!();
-        }
-        Ok(())
+            progress.finish();
+            drop(token_tx);
+        });
+        outcome
     }
 
     /// Run `jobs` and collect the trajectories in job order.
@@ -144,5 +165,115 @@ impl Runner {
             Ok(())
         })?;
         Ok(out)
+    }
+}
+
+/// The progress line on stderr, redrawn at most ten times a second.
+struct Progress {
+    n: usize,
+    show: bool,
+    failed: usize,
+    t0: Instant,
+    last: Instant,
+}
+
+impl Progress {
+    fn new(n: usize, show: bool) -> Self {
+        let now = Instant::now();
+        Progress {
+            n,
+            show,
+            failed: 0,
+            t0: now,
+            last: now,
+        }
+    }
+
+    fn draw(&mut self, done: usize) {
+        if !self.show || (self.last.elapsed().as_millis() < 100 && done < self.n) {
+            return;
+        }
+        self.last = Instant::now();
+        let rate = done as f64 / self.t0.elapsed().as_secs_f64().max(1e-9);
+        let mut err = std::io::stderr().lock();
+        let _ = write!(
+            err,
+            "\r  {done}/{} rollouts  {rate:.0}/s  {} failed ",
+            self.n, self.failed
+        );
+        let _ = err.flush();
+    }
+
+    fn finish(&self) {
+        if self.show {
+            eprintln!();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::router::load;
+    use serde_json::json;
+
+    #[test]
+    fn workers_never_run_more_than_a_window_ahead() {
+        let env = load("builtin:arithmetic?size=10").unwrap();
+        let runner = Runner::new(2).unwrap().progress(false);
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let delivered = Arc::new(AtomicUsize::new(0));
+        let (f, d) = (in_flight.clone(), delivered.clone());
+        let peak = Arc::new(AtomicUsize::new(0));
+        let p = peak.clone();
+        let policy = Policy::action(move |_| {
+            let started = f.fetch_add(1, Ordering::SeqCst) + 1;
+            p.fetch_max(started - d.load(Ordering::SeqCst), Ordering::SeqCst);
+            Ok(json!("<answer>0</answer>"))
+        });
+        let jobs = plan(env.as_ref(), 5000, 0).unwrap();
+        let mut seen = 0;
+        runner
+            .run(&env, &policy, jobs, None, |i, t| {
+                assert_eq!(i, seen);
+                assert_eq!(t.seed, Some(i as i64));
+                seen += 1;
+                delivered.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(seen, 5000);
+        let window = (runner.threads() * 8).max(64);
+        assert!(
+            peak.load(Ordering::SeqCst) <= window,
+            "{} > {window}",
+            peak.load(Ordering::SeqCst)
+        );
+    }
+
+    #[test]
+    fn a_failing_sink_stops_the_batch_and_is_returned() {
+        let env = load("builtin:arithmetic?size=10").unwrap();
+        let runner = Runner::new(2).unwrap().progress(false);
+        let oracle = env.reference_policy(None).unwrap();
+        let mut calls = 0;
+        let e = runner
+            .run(
+                &env,
+                &oracle,
+                plan(env.as_ref(), 10_000, 0).unwrap(),
+                None,
+                |i, _| {
+                    calls += 1;
+                    if i == 10 {
+                        Err(Error::Config("disk full".into()))
+                    } else {
+                        Ok(())
+                    }
+                },
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("disk full"));
+        assert_eq!(calls, 11);
     }
 }

@@ -198,9 +198,12 @@ impl Gen {
     }
 
     fn task(&self, index: u64) -> TaskRef {
-        let p = self.problem(index);
+        Gen::task_of(index, &self.problem(index))
+    }
+
+    fn task_of(index: u64, p: &Problem) -> TaskRef {
         let mut t = TaskRef::new(index.to_string());
-        t.prompt = Some(Gen::prompt(&p));
+        t.prompt = Some(Gen::prompt(p));
         t.metadata
             .insert("answer".into(), json!(p.answer.to_string()));
         t.metadata.insert("expression".into(), json!(p.expression));
@@ -268,12 +271,17 @@ impl Environment for Arithmetic {
     fn open(&self, task: Option<&TaskRef>, seed: Option<i64>) -> Result<Box<dyn Episode>> {
         let index = task_index(&self.manifest.id, self.gen.size, task, seed)?;
         let p = self.gen.problem(index);
-        let mut obs = Observation::text(Gen::prompt(&p));
+        // Reuse the caller's task (already built by tasks()) rather than formatting it again.
+        let task = match task {
+            Some(t) => t.clone(),
+            None => Gen::task_of(index, &p),
+        };
+        let mut obs = Observation::text(task.prompt.clone().unwrap_or_else(|| Gen::prompt(&p)));
         obs.data = json!({"expression": p.expression});
-        obs.info.insert("task_id".into(), json!(index.to_string()));
+        obs.info.insert("task_id".into(), json!(task.id));
         Ok(Box::new(ArithmeticEpisode {
             env_id: self.manifest.id.clone(),
-            task: self.gen.task(index),
+            task,
             answer: p.answer,
             obs,
         }))
