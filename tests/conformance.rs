@@ -29,6 +29,18 @@ fn status(r: &Report, name: &str) -> (Status, String) {
     (c.status, c.detail.clone())
 }
 
+/// An environment's episodes under a different manifest (and without its policies).
+struct WithManifest(Arc<dyn Environment>, Manifest);
+
+impl Environment for WithManifest {
+    fn manifest(&self) -> &Manifest {
+        &self.1
+    }
+    fn open(&self, t: Option<&TaskRef>, s: Option<i64>) -> nenyax::Result<Box<dyn Episode>> {
+        self.0.open(t, s)
+    }
+}
+
 fn opts() -> CheckOptions {
     CheckOptions {
         samples: 4,
@@ -124,16 +136,7 @@ fn an_environment_without_any_probe_stops_at_connectable() {
     );
     let mut m = env.manifest().clone();
     m.capabilities.text = false;
-    struct Opaque(Arc<dyn Environment>, Manifest);
-    impl Environment for Opaque {
-        fn manifest(&self) -> &Manifest {
-            &self.1
-        }
-        fn open(&self, t: Option<&TaskRef>, s: Option<i64>) -> nenyax::Result<Box<dyn Episode>> {
-            self.0.open(t, s)
-        }
-    }
-    let env: Arc<dyn Environment> = Arc::new(Opaque(env, m));
+    let env: Arc<dyn Environment> = Arc::new(WithManifest(env, m));
     let r = check(&env, None, &opts());
     assert_eq!(
         status(&r, "rollout_completes").0,
@@ -173,16 +176,7 @@ fn an_invalid_manifest_fails() {
     let env = load("builtin:arithmetic?size=4").unwrap();
     let mut m = env.manifest().clone();
     m.protocol = "1.0".into();
-    struct Wrapped(Arc<dyn Environment>, Manifest);
-    impl Environment for Wrapped {
-        fn manifest(&self) -> &Manifest {
-            &self.1
-        }
-        fn open(&self, t: Option<&TaskRef>, s: Option<i64>) -> nenyax::Result<Box<dyn Episode>> {
-            self.0.open(t, s)
-        }
-    }
-    let env: Arc<dyn Environment> = Arc::new(Wrapped(env, m));
+    let env: Arc<dyn Environment> = Arc::new(WithManifest(env, m));
     let r = check(&env, None, &opts());
     let (s, detail) = status(&r, "manifest");
     assert_eq!(s, Status::Fail, "{}", r.render());
