@@ -182,6 +182,9 @@ pub struct CheckOptions {
     pub reference: Option<Policy>,
     /// Null policy override.
     pub null: Option<Policy>,
+    /// Tasks to run on the calling thread while the parallel check waits (see
+    /// [`Runner::serve_caller`]).
+    pub caller: Option<crossbeam_channel::Receiver<crate::runner::CallerTask>>,
 }
 
 impl Default for CheckOptions {
@@ -192,6 +195,7 @@ impl Default for CheckOptions {
             probe: None,
             reference: None,
             null: None,
+            caller: None,
         }
     }
 }
@@ -442,7 +446,10 @@ pub fn check(env: &Arc<dyn Environment>, factory: Option<Factory>, opts: &CheckO
         blocked.clone(),
         &mut || {
             let probe = probe_ref.as_ref().expect("not skipped");
-            let runner = Runner::new(opts.threads.max(2))?.progress(false);
+            let mut runner = Runner::new(opts.threads.max(2))?.progress(false);
+            if let Some(rx) = &opts.caller {
+                runner = runner.serve_caller(rx.clone());
+            }
             let jobs = chosen
                 .iter()
                 .enumerate()

@@ -2,7 +2,7 @@
 //! the global rayon pool, so an embedding trainer keeps control of its threads), delivered in
 //! task order as they complete.
 
-use crossbeam_channel::{bounded, unbounded};
+use crossbeam_channel::{bounded, unbounded, Receiver};
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -36,11 +36,15 @@ pub fn plan(env: &dyn Environment, n: usize, seed: i64) -> Result<Vec<Job>> {
         .collect())
 }
 
+/// Work a rollout thread hands to the thread that called [`Runner::run`].
+pub type CallerTask = Box<dyn FnOnce() + Send>;
+
 /// Owns a rayon pool and runs rollouts on it.
 pub struct Runner {
     pool: rayon::ThreadPool,
     threads: usize,
     progress: bool,
+    caller: Option<Receiver<CallerTask>>,
 }
 
 impl Runner {
@@ -63,12 +67,21 @@ impl Runner {
             pool,
             threads,
             progress: true,
+            caller: None,
         })
     }
 
     /// Show a progress line on stderr (only ever when stderr is a terminal). On by default.
     pub fn progress(mut self, on: bool) -> Self {
         self.progress = on;
+        self
+    }
+
+    /// While a batch runs, also run the tasks arriving on `tasks` on the calling thread. This is
+    /// how callbacks into hosts that must not be entered from other threads (Go, Julia) are
+    /// served while environments still step in parallel.
+    pub fn serve_caller(mut self, tasks: Receiver<CallerTask>) -> Self {
+        self.caller = Some(tasks);
         self
     }
 
@@ -129,7 +142,23 @@ impl Runner {
             let mut progress = Progress::new(n, show);
             let mut pending = BTreeMap::new();
             let mut next = 0;
-            for (i, traj) in done_rx.iter() {
+            // Tasks that must run on this (the calling) thread, e.g. callbacks into a host
+            // language that cannot be entered from foreign threads; never ready without one.
+            let never = crossbeam_channel::never();
+            let caller = self.caller.as_ref().unwrap_or(&never);
+            loop {
+                let (i, traj) = crossbeam_channel::select! {
+                    recv(done_rx) -> msg => match msg {
+                        Ok(m) => m,
+                        Err(_) => break,
+                    },
+                    recv(caller) -> task => {
+                        if let Ok(task) = task {
+                            task();
+                        }
+                        continue;
+                    }
+                };
                 progress.failed += usize::from(traj.error.is_some());
                 pending.insert(i, traj);
                 while let Some(traj) = pending.remove(&next) {
@@ -275,5 +304,31 @@ mod tests {
             .unwrap_err();
         assert!(e.to_string().contains("disk full"));
         assert_eq!(calls, 11);
+    }
+
+    #[test]
+    fn caller_tasks_run_on_the_calling_thread_while_workers_step() {
+        let env = load("builtin:arithmetic?size=10").unwrap();
+        let (tx, rx) = unbounded::<CallerTask>();
+        let home = std::thread::current().id();
+        let tx = std::sync::Mutex::new(tx);
+        // A policy that may only run on `home`: workers hand each call to the caller.
+        let policy = Policy::action(move |obs| {
+            let (reply_tx, reply_rx) = bounded(1);
+            let task_id = obs.info["task_id"].clone();
+            let task: CallerTask = Box::new(move || {
+                let _ = reply_tx.send((std::thread::current().id(), task_id));
+            });
+            tx.lock().unwrap().send(task).unwrap();
+            let (ran_on, id) = reply_rx.recv().unwrap();
+            assert_eq!(ran_on, home);
+            Ok(json!(format!("<answer>{id}</answer>")))
+        });
+        let runner = Runner::new(2).unwrap().progress(false).serve_caller(rx);
+        let out = runner
+            .collect(&env, &policy, plan(env.as_ref(), 200, 0).unwrap(), None)
+            .unwrap();
+        assert_eq!(out.len(), 200);
+        assert!(out.iter().all(|t| t.error.is_none()), "{:?}", out[0].error);
     }
 }
