@@ -158,7 +158,7 @@ fn malformed_define_files_name_file_line_and_field() {
     let msg = e.to_string();
     assert!(
         msg.starts_with(&format!("{path}:1: judge:"))
-            && msg.contains("exact, contains, numeric or regex"),
+            && msg.contains("exact, contains, numeric, regex"),
         "{msg}"
     );
 

@@ -29,7 +29,7 @@ use crate::contract::{
 };
 use crate::env::{guard, task_index, Environment, Episode};
 use crate::error::{Error, Result};
-use crate::judges::{Contains, ExactMatch, Extract, Judge, Numeric, RegexJudge};
+use crate::judges::{judge_from_spec, JudgeSpec};
 use crate::policy::Policy;
 use crate::router::Driver;
 use crate::uri::{ParamSpec, Params, Uri};
@@ -359,42 +359,6 @@ struct DefineFile {
     judge: Option<JudgeSpec>,
 }
 
-#[derive(Deserialize, Clone)]
-#[serde(deny_unknown_fields)]
-struct JudgeSpec {
-    #[serde(rename = "type", default = "exact")]
-    kind: String,
-    #[serde(default = "answer")]
-    field: String,
-    extract: Option<String>,
-    pattern: Option<String>,
-    #[serde(default)]
-    case_sensitive: bool,
-    tolerance: Option<f64>,
-    rel_tolerance: Option<f64>,
-}
-
-fn exact() -> String {
-    "exact".into()
-}
-fn answer() -> String {
-    "answer".into()
-}
-
-impl Default for JudgeSpec {
-    fn default() -> Self {
-        JudgeSpec {
-            kind: exact(),
-            field: answer(),
-            extract: None,
-            pattern: None,
-            case_sensitive: false,
-            tolerance: None,
-            rel_tolerance: None,
-        }
-    }
-}
-
 fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].matches('\n').count() + 1
 }
@@ -449,54 +413,122 @@ pub fn load_file(path: &Path, id: &str) -> Result<Arc<dyn Environment>> {
             .to_string();
         derr(line, &field, msg)
     })?;
-    let judge_spec = spec.judge.clone().unwrap_or_default();
     let judge_line = text
         .lines()
         .position(|l| l.trim() == "[judge]")
         .map_or(0, |i| i + 1);
-    let (judge, extract) =
-        build_judge(&judge_spec).map_err(|e| derr(judge_line, "judge", e.to_string()))?;
+    let mut inline = Vec::new();
+    for t in &spec.tasks {
+        let line = line_of(&text, t.span().start);
+        let row = match serde_json::to_value(t.get_ref()) {
+            Ok(Value::Object(m)) => m,
+            Ok(_) => JsonMap::new(),
+            Err(e) => return Err(derr(line, "tasks", e.to_string())),
+        };
+        inline.push((row, line));
+    }
+    let default_name = path
+        .file_stem()
+        .map_or("defined".into(), |s| s.to_string_lossy().to_string());
+    assemble(
+        Parts {
+            name: spec.name.unwrap_or(default_name),
+            description: spec.description,
+            tasks_file: spec.tasks_file,
+            inline,
+            judge: spec.judge.unwrap_or_default(),
+            judge_line,
+        },
+        &file,
+        path.parent().unwrap_or(Path::new(".")),
+        id,
+    )
+}
 
-    let (rows, lines) = match (&spec.tasks_file, spec.tasks.is_empty()) {
+/// A definition as JSON (the same fields as a `define:` file, with `tasks` as an array of
+/// objects); a `tasks_file` is read relative to `base_dir`. Used across the C ABI.
+pub fn from_json_spec(json: &str, base_dir: &Path) -> Result<Arc<dyn Environment>> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct DefineJson {
+        name: Option<String>,
+        description: Option<String>,
+        tasks_file: Option<String>,
+        #[serde(default)]
+        tasks: Vec<JsonMap>,
+        judge: Option<JudgeSpec>,
+    }
+    let file = "<json spec>";
+    let spec: DefineJson = serde_json::from_str(json).map_err(|e| Error::Define {
+        file: file.into(),
+        line: e.line(),
+        field: e
+            .to_string()
+            .split('`')
+            .nth(1)
+            .unwrap_or("json")
+            .to_string(),
+        message: e.to_string(),
+    })?;
+    let name = spec.name.unwrap_or_else(|| "defined".into());
+    let id = format!("defined:{name}");
+    assemble(
+        Parts {
+            name,
+            description: spec.description,
+            tasks_file: spec.tasks_file,
+            inline: spec.tasks.into_iter().map(|r| (r, 0)).collect(),
+            judge: spec.judge.unwrap_or_default(),
+            judge_line: 0,
+        },
+        file,
+        base_dir,
+        &id,
+    )
+}
+
+/// What a definition says, whichever syntax it came in.
+struct Parts {
+    name: String,
+    description: Option<String>,
+    tasks_file: Option<String>,
+    /// Inline task rows with the line each starts on (0 when unknown).
+    inline: Vec<(JsonMap, usize)>,
+    judge: JudgeSpec,
+    judge_line: usize,
+}
+
+fn assemble(parts: Parts, file: &str, base_dir: &Path, id: &str) -> Result<Arc<dyn Environment>> {
+    let derr = |line: usize, field: &str, message: String| Error::Define {
+        file: file.to_string(),
+        line,
+        field: field.to_string(),
+        message,
+    };
+    let judge_spec = parts.judge;
+    let (judge, extract) =
+        judge_from_spec(&judge_spec).map_err(|e| derr(parts.judge_line, "judge", e.to_string()))?;
+    let (rows, lines, data_file) = match (&parts.tasks_file, parts.inline.is_empty()) {
         (Some(_), false) => {
             return Err(derr(
                 0,
                 "tasks",
-                "give either `tasks_file` or inline [[tasks]], not both".into(),
+                "give either `tasks_file` or inline tasks, not both".into(),
             ))
         }
         (Some(f), true) => {
-            let p: PathBuf = path.parent().unwrap_or(Path::new(".")).join(f);
-            read_jsonl(&p)?
+            let p: PathBuf = base_dir.join(f);
+            let (rows, lines) = read_jsonl(&p)?;
+            (rows, lines, p.display().to_string())
         }
         (None, _) => {
-            let mut rows = Vec::new();
-            let mut lines = Vec::new();
-            for t in &spec.tasks {
-                lines.push(line_of(&text, t.span().start));
-                let v = serde_json::to_value(t.get_ref())
-                    .map_err(|e| derr(line_of(&text, t.span().start), "tasks", e.to_string()))?;
-                rows.push(match v {
-                    Value::Object(m) => m,
-                    _ => JsonMap::new(),
-                });
-            }
-            (rows, lines)
+            let (rows, lines) = parts.inline.into_iter().unzip();
+            (rows, lines, file.to_string())
         }
     };
-    let data_file = spec
-        .tasks_file
-        .as_ref()
-        .map(|f| {
-            path.parent()
-                .unwrap_or(Path::new("."))
-                .join(f)
-                .display()
-                .to_string()
-        })
-        .unwrap_or_else(|| file.clone());
+    let compares = matches!(judge_spec.kind.as_str(), "exact" | "contains" | "numeric");
     for (i, row) in rows.iter().enumerate() {
-        if !row.contains_key(&judge_spec.field) && judge_spec.kind != "regex" {
+        if compares && !row.contains_key(&judge_spec.field) {
             return Err(Error::Define {
                 file: data_file.clone(),
                 line: lines.get(i).copied().unwrap_or(0),
@@ -508,13 +540,9 @@ pub fn load_file(path: &Path, id: &str) -> Result<Arc<dyn Environment>> {
             });
         }
     }
-    let name = spec.name.clone().unwrap_or_else(|| {
-        path.file_stem()
-            .map_or("defined".into(), |s| s.to_string_lossy().to_string())
-    });
     let field = judge_spec.field.clone();
     let judge_for_score = judge.clone();
-    let mut builder = TaskEnvBuilder::new(name, rows, move |row, reply| {
+    let mut builder = TaskEnvBuilder::new(parts.name, rows, move |row, reply| {
         let mut task = TaskRef::new("0");
         task.metadata = row.clone();
         let mut traj = Trajectory::start("define", Mode::Step, Some(task), None);
@@ -538,58 +566,10 @@ pub fn load_file(path: &Path, id: &str) -> Result<Arc<dyn Environment>> {
             extract.render(&want)
         });
     }
-    if let Some(d) = spec.description {
+    if let Some(d) = parts.description {
         builder = builder.description(d);
     }
     builder.build_with_id(id.to_string(), &data_file, &lines)
-}
-
-fn build_judge(spec: &JudgeSpec) -> Result<(Arc<dyn Judge>, Option<Extract>)> {
-    let extract = |default: Extract| -> Result<Extract> {
-        spec.extract.as_deref().map_or(Ok(default), Extract::parse)
-    };
-    Ok(match spec.kind.as_str() {
-        "exact" => {
-            let e = extract(Extract::AnswerTag)?;
-            let j = ExactMatch {
-                field: spec.field.clone(),
-                extract: e.clone(),
-                case_sensitive: spec.case_sensitive,
-            };
-            (Arc::new(j), Some(e))
-        }
-        "contains" => {
-            let e = extract(Extract::Whole)?;
-            let j = Contains {
-                field: spec.field.clone(),
-                extract: e.clone(),
-                case_sensitive: spec.case_sensitive,
-            };
-            (Arc::new(j), Some(e))
-        }
-        "numeric" => {
-            let e = extract(Extract::AnswerTag)?;
-            let j = Numeric {
-                field: spec.field.clone(),
-                extract: e.clone(),
-                abs_tol: spec.tolerance.unwrap_or(1e-6),
-                rel_tol: spec.rel_tolerance.unwrap_or(0.0),
-            };
-            (Arc::new(j), Some(e))
-        }
-        "regex" => {
-            let p = spec
-                .pattern
-                .as_deref()
-                .ok_or_else(|| Error::Config("a `regex` judge needs `pattern = \"…\"`".into()))?;
-            (Arc::new(RegexJudge::new(p)?), None)
-        }
-        other => {
-            return Err(Error::Config(format!(
-                "unknown judge type `{other}`; use exact, contains, numeric or regex"
-            )))
-        }
-    })
 }
 
 fn read_jsonl(path: &Path) -> Result<(Vec<JsonMap>, Vec<usize>)> {
@@ -717,5 +697,29 @@ mod tests {
         assert_eq!(tr.steps.len(), 3);
         assert_eq!(tr.score(), Some(3.0));
         assert_eq!(tr.steps[2].observation.text.as_deref(), Some("n is 3"));
+    }
+
+    #[test]
+    fn json_specs_define_environments_too() {
+        let env = from_json_spec(
+            r#"{"name": "caps", "judge": {"type": "contains"},
+                "tasks": [{"prompt": "Capital of Kenya?", "answer": "Nairobi"}]}"#,
+            Path::new("."),
+        )
+        .unwrap();
+        assert_eq!(env.id(), "defined:caps");
+        let t = env.rollout(
+            &Policy::constant(json!("It is Nairobi.")),
+            &RolloutOptions::default(),
+        );
+        assert_eq!(t.score(), Some(1.0));
+        let e = from_json_spec(r#"{"name": "x", "taks": []}"#, Path::new("."))
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("taks"), "{e}");
+        let e = from_json_spec(r#"{"tasks": [{"prompt": "q"}]}"#, Path::new("."))
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("tasks[0].answer"), "{e}");
     }
 }

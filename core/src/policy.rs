@@ -379,6 +379,60 @@ impl ChatModel for Endpoint {
     }
 }
 
+/// An [`Endpoint`] described as data (JSON across the C ABI, or a config file).
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointSpec {
+    /// Base URL, e.g. `http://localhost:8000/v1`.
+    pub base_url: String,
+    /// Model name.
+    pub model: String,
+    /// Environment variable holding the API key.
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// Whole-request timeout in seconds (default 600).
+    #[serde(default)]
+    pub timeout_s: Option<f64>,
+    /// Retries on 429, 5xx and connection errors (default 3).
+    #[serde(default)]
+    pub retries: Option<u32>,
+    /// Initial backoff in seconds, doubled each retry (default 0.5).
+    #[serde(default)]
+    pub backoff_s: Option<f64>,
+    /// Request parameters sent with every call (temperature, max_tokens, …).
+    #[serde(default)]
+    pub params: Map<String, Value>,
+}
+
+impl EndpointSpec {
+    /// Build the endpoint; bad numbers and a missing key variable are typed errors.
+    pub fn build(&self) -> Result<Endpoint> {
+        let secs = |name: &str, v: Option<f64>, default: f64| -> Result<Duration> {
+            let v = v.unwrap_or(default);
+            if v.is_finite() && v >= 0.0 {
+                Ok(Duration::from_secs_f64(v))
+            } else {
+                Err(Error::Config(format!(
+                    "endpoint `{name}` must be a number of seconds >= 0, got {v}"
+                )))
+            }
+        };
+        let mut e = Endpoint::new(&self.base_url, &self.model)
+            .timeout(secs("timeout_s", self.timeout_s, 600.0)?)
+            .retries(
+                self.retries.unwrap_or(3),
+                secs("backoff_s", self.backoff_s, 0.5)?,
+            );
+        if let Some(var) = &self.api_key_env {
+            e = e.api_key_from_env(var)?;
+        }
+        for (k, v) in &self.params {
+            e = e.param(k, v.clone());
+        }
+        Ok(e)
+    }
+}
+
 /// A chat model acting in a text step environment: observations become user turns, the reply
 /// text becomes the action. One per episode, since it holds the conversation.
 pub struct ChatPolicy {
