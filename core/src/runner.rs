@@ -102,6 +102,20 @@ impl Runner {
         policy: &Policy,
         jobs: Vec<Job>,
         max_steps: Option<usize>,
+        sink: impl FnMut(usize, Trajectory) -> Result<()>,
+    ) -> Result<()> {
+        self.run_serving(env, policy, jobs, max_steps, self.caller.as_ref(), sink)
+    }
+
+    /// [`Runner::run`], serving `caller` tasks on the calling thread for this batch only (the
+    /// C ABI binds a fresh channel per call).
+    pub fn run_serving(
+        &self,
+        env: &Arc<dyn Environment>,
+        policy: &Policy,
+        jobs: Vec<Job>,
+        max_steps: Option<usize>,
+        caller: Option<&Receiver<CallerTask>>,
         mut sink: impl FnMut(usize, Trajectory) -> Result<()>,
     ) -> Result<()> {
         let n = jobs.len();
@@ -145,7 +159,7 @@ impl Runner {
             // Tasks that must run on this (the calling) thread, e.g. callbacks into a host
             // language that cannot be entered from foreign threads; never ready without one.
             let never = crossbeam_channel::never();
-            let caller = self.caller.as_ref().unwrap_or(&never);
+            let caller = caller.unwrap_or(&never);
             loop {
                 let (i, traj) = crossbeam_channel::select! {
                     recv(done_rx) -> msg => match msg {

@@ -1,25 +1,772 @@
-//! The C ABI of Nenyax (`libnenyax`).
+//! The C ABI of Nenyax (`libnenyax`). The header `include/nenyax.h` is generated from this
+//! crate by cbindgen (`ffi/cbindgen.toml`); its conventions block is the normative summary.
 //!
-//! Only the version entry point exists so far: the full handle-based surface (environments,
-//! rollouts, policies as callbacks, errors as objects) is the work of the C ABI issue. It is
-//! listed as "not yet" in the README's status table.
+//! Every exported function runs inside [`boundary`], which catches panics, so nothing unwinds
+//! into the host. Fallible functions return an owned `nenyax_error_t *` (NULL on success) and
+//! write their out-parameters only on success. Contract data crosses as UTF-8 JSON.
 
-use std::ffi::c_char;
+#![allow(non_camel_case_types)]
+// Every `unsafe extern "C"` function documents its pointer contract in the header's
+// conventions block (valid or NULL pointers, lengths in bytes); repeating it per function
+// would only restate it.
+#![allow(clippy::missing_safety_doc)]
 
-/// Library version as a static NUL-terminated string; the caller must not free it.
+mod callbacks;
+mod error;
+
+use serde::Deserialize;
+use serde_json::Value;
+use std::ffi::{c_char, c_void};
+use std::path::Path;
+use std::sync::Arc;
+
+use nenyax_core::conformance::{check, CheckOptions};
+use nenyax_core::policy::EndpointSpec;
+use nenyax_core::{Environment, Policy, Registry, RolloutOptions, Runner, Session, TaskRef};
+
+pub use callbacks::{
+    nenyax_act_fn, nenyax_chat_fn, nenyax_free_fn, nenyax_policy_vtable_t, nenyax_reply_set,
+    nenyax_reply_t, nenyax_state_vtable_t, nenyax_task_vtable_t, nenyax_trajectory_fn,
+};
+pub use error::{
+    nenyax_error_code, nenyax_error_free, nenyax_error_message, nenyax_error_t, nenyax_status_t,
+};
+
+use callbacks::{bind, Route};
+use error::{boundary, invalid, json_err, new_error, out_param, quietly, FfiResult};
+
+/// Flag for policies and callback-defined environments whose callbacks may be called from any
+/// thread, concurrently (full parallelism for C/C++ hosts).
+pub const NENYAX_THREAD_SAFE: u32 = 1;
+
+/// Version of `nenyax_policy_vtable_t`, `nenyax_task_vtable_t` and `nenyax_state_vtable_t`.
+pub const NENYAX_VTABLE_VERSION: u32 = 1;
+
+/// An owned UTF-8 string returned by the library (NUL-terminated; `len` excludes the NUL).
+/// Free it with `nenyax_string_free`.
+#[repr(C)]
+pub struct nenyax_string_t {
+    /// The bytes, NUL-terminated; NULL when empty-initialised.
+    pub ptr: *mut c_char,
+    /// Length in bytes, without the NUL.
+    pub len: usize,
+}
+
+/// A loaded environment (any format). Thread-safe: `const` functions may run concurrently.
+pub struct nenyax_env_t {
+    env: Arc<dyn Environment>,
+    routes: Vec<Arc<Route>>,
+}
+
+/// A policy: an action or chat callback, an endpoint, or an environment's own policy.
+pub struct nenyax_policy_t {
+    policy: Policy,
+    routes: Vec<Arc<Route>>,
+}
+
+/// A live step-mode episode. Not thread-safe: use from one thread at a time.
+pub struct nenyax_session_t {
+    session: Session,
+}
+
+/// A thread pool for batches of rollouts.
+pub struct nenyax_runner_t {
+    runner: Runner,
+}
+
+fn to_string_out(s: String) -> nenyax_string_t {
+    let s = s.replace('\0', "\\u0000");
+    let len = s.len();
+    let ptr = std::ffi::CString::new(s)
+        .expect("NULs were escaped")
+        .into_raw();
+    nenyax_string_t { ptr, len }
+}
+
+fn json_out<T: serde::Serialize>(v: &T) -> nenyax_string_t {
+    to_string_out(serde_json::to_string(v).expect("contract types serialise"))
+}
+
+/// Borrow a required UTF-8 input.
+unsafe fn str_arg<'a>(ptr: *const c_char, len: usize, what: &str) -> FfiResult<&'a str> {
+    if ptr.is_null() {
+        return Err(invalid(format!("{what} is NULL")));
+    }
+    let bytes = std::slice::from_raw_parts(ptr.cast::<u8>(), len);
+    std::str::from_utf8(bytes).map_err(|e| invalid(format!("{what} is not valid UTF-8 ({e})")))
+}
+
+/// Borrow an optional UTF-8 input: NULL or empty means absent.
+unsafe fn opt_str_arg<'a>(
+    ptr: *const c_char,
+    len: usize,
+    what: &str,
+) -> FfiResult<Option<&'a str>> {
+    if ptr.is_null() || len == 0 {
+        return Ok(None);
+    }
+    str_arg(ptr, len, what).map(Some)
+}
+
+/// Parse optional JSON options into `T`, defaults when absent.
+unsafe fn options<T: for<'de> Deserialize<'de> + Default>(
+    ptr: *const c_char,
+    len: usize,
+    what: &str,
+) -> FfiResult<T> {
+    match opt_str_arg(ptr, len, what)? {
+        None => Ok(T::default()),
+        Some(s) => serde_json::from_str(s).map_err(|e| json_err(what, &e)),
+    }
+}
+
+unsafe fn env_ref<'a>(env: *const nenyax_env_t) -> FfiResult<&'a nenyax_env_t> {
+    env.as_ref().ok_or_else(|| invalid("env is NULL".into()))
+}
+
+unsafe fn policy_ref<'a>(p: *const nenyax_policy_t) -> FfiResult<&'a nenyax_policy_t> {
+    p.as_ref().ok_or_else(|| invalid("policy is NULL".into()))
+}
+
+fn boxed<T>(v: T) -> *mut T {
+    Box::into_raw(Box::new(v))
+}
+
+// ---------------------------------------------------------------------------------------------
+// versions and strings
+
+/// Library version as a static NUL-terminated string ("0.1.0"); do not free it.
 #[no_mangle]
 pub extern "C" fn nenyax_version() -> *const c_char {
     static VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "\0");
     VERSION.as_ptr().cast()
 }
 
-/// Contract version (`PROTOCOL_VERSION`) as a static NUL-terminated string; do not free it.
+/// Library version as MAJOR*1000000 + MINOR*1000 + PATCH; compare with NENYAX_VERSION_NUMBER.
+#[no_mangle]
+pub extern "C" fn nenyax_version_number() -> u32 {
+    let part = |s: &str| s.parse::<u32>().unwrap_or(0);
+    part(env!("CARGO_PKG_VERSION_MAJOR")) * 1_000_000
+        + part(env!("CARGO_PKG_VERSION_MINOR")) * 1_000
+        + part(env!("CARGO_PKG_VERSION_PATCH"))
+}
+
+/// Contract version (`PROTOCOL_VERSION`, "0.1") as a static string; do not free it.
 #[no_mangle]
 pub extern "C" fn nenyax_protocol_version() -> *const c_char {
-    static PROTOCOL: &str = concat!("0.1", "\0");
+    static PROTOCOL: &str = "0.1\0";
     debug_assert_eq!(
         &PROTOCOL[..PROTOCOL.len() - 1],
         nenyax_core::PROTOCOL_VERSION
     );
     PROTOCOL.as_ptr().cast()
+}
+
+/// Free a string returned by the library and reset it to {NULL, 0}; NULL or empty is a no-op.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_string_free(s: *mut nenyax_string_t) {
+    quietly(|| {
+        if let Some(s) = s.as_mut() {
+            if !s.ptr.is_null() {
+                drop(std::ffi::CString::from_raw(s.ptr));
+            }
+            s.ptr = std::ptr::null_mut();
+            s.len = 0;
+        }
+        Ok(())
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// environments
+
+/// Load an environment by URI (e.g. "builtin:arithmetic?size=100"). Free with nenyax_env_free.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_env_load(
+    uri: *const c_char,
+    uri_len: usize,
+    out: *mut *mut nenyax_env_t,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        let uri = str_arg(uri, uri_len, "uri")?;
+        let env = Registry::with_builtins().load(uri)?;
+        out_param(
+            out,
+            boxed(nenyax_env_t {
+                env,
+                routes: Vec::new(),
+            }),
+        )
+    })
+}
+
+/// Define an environment from a JSON spec (the fields of a `define:` file: name, description,
+/// tasks or tasks_file, judge); a tasks_file is read relative to the working directory.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_env_define(
+    spec_json: *const c_char,
+    spec_len: usize,
+    out: *mut *mut nenyax_env_t,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        let spec = str_arg(spec_json, spec_len, "spec_json")?;
+        let env = nenyax_core::define::from_json_spec(spec, Path::new("."))?;
+        out_param(
+            out,
+            boxed(nenyax_env_t {
+                env,
+                routes: Vec::new(),
+            }),
+        )
+    })
+}
+
+/// Define a one-turn environment from task rows (a JSON array of objects, each with a string
+/// "prompt") scored by a C callback. `free_user_data` (may be NULL) runs when the last handle
+/// using the callbacks is freed. `flags`: 0 or NENYAX_THREAD_SAFE.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_env_define_tasks(
+    name: *const c_char,
+    name_len: usize,
+    tasks_json: *const c_char,
+    tasks_len: usize,
+    vtable: *const nenyax_task_vtable_t,
+    user_data: *mut c_void,
+    free_user_data: nenyax_free_fn,
+    flags: u32,
+    out: *mut *mut nenyax_env_t,
+) -> *mut nenyax_error_t {
+    // The callbacks own user_data from here on, also when the call fails.
+    let owner = callbacks::UserData::new(user_data, free_user_data);
+    boundary(move || {
+        let name = str_arg(name, name_len, "name")?;
+        let tasks = str_arg(tasks_json, tasks_len, "tasks_json")?;
+        let rows: Vec<serde_json::Map<String, Value>> =
+            serde_json::from_str(tasks).map_err(|e| json_err("tasks_json", &e))?;
+        let (env, route) = callbacks::define_tasks(name, rows, vtable, owner, flags)?;
+        out_param(
+            out,
+            boxed(nenyax_env_t {
+                env,
+                routes: vec![route],
+            }),
+        )
+    })
+}
+
+/// Define a multi-turn environment from C state callbacks over a JSON state (reset, observe,
+/// step); episodes end when `step` sets done or after `max_steps` steps.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_env_define_stateful(
+    name: *const c_char,
+    name_len: usize,
+    vtable: *const nenyax_state_vtable_t,
+    user_data: *mut c_void,
+    free_user_data: nenyax_free_fn,
+    flags: u32,
+    max_steps: usize,
+    out: *mut *mut nenyax_env_t,
+) -> *mut nenyax_error_t {
+    let owner = callbacks::UserData::new(user_data, free_user_data);
+    boundary(move || {
+        let name = str_arg(name, name_len, "name")?;
+        let (env, route) = callbacks::define_stateful(name, vtable, owner, flags, max_steps)?;
+        out_param(
+            out,
+            boxed(nenyax_env_t {
+                env,
+                routes: vec![route],
+            }),
+        )
+    })
+}
+
+/// Free an environment; NULL is a no-op. Sessions and policies made from it stay valid.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_env_free(env: *mut nenyax_env_t) {
+    quietly(|| {
+        if !env.is_null() {
+            drop(Box::from_raw(env));
+        }
+        Ok(())
+    });
+}
+
+/// The manifest as JSON.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_env_manifest(
+    env: *const nenyax_env_t,
+    out: *mut nenyax_string_t,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        let env = env_ref(env)?;
+        out_param(out, json_out(env.env.manifest()))
+    })
+}
+
+/// Up to `limit` tasks (0: all) as a JSON array of TaskRef.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_env_tasks(
+    env: *const nenyax_env_t,
+    limit: usize,
+    out: *mut nenyax_string_t,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        let env = env_ref(env)?;
+        let tasks = env.env.tasks((limit > 0).then_some(limit))?;
+        out_param(out, json_out(&tasks))
+    })
+}
+
+/// The environment's reference (oracle) policy; NENYAX_STATUS_UNSUPPORTED when it has none.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_env_reference_policy(
+    env: *const nenyax_env_t,
+    out: *mut *mut nenyax_policy_t,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        let env = env_ref(env)?;
+        let policy = env
+            .env
+            .reference_policy(None)
+            .ok_or_else(|| env.env.unsupported("provide a reference policy"))?;
+        out_param(
+            out,
+            boxed(nenyax_policy_t {
+                policy,
+                routes: env.routes.clone(),
+            }),
+        )
+    })
+}
+
+/// The environment's null policy; NENYAX_STATUS_UNSUPPORTED when it has none.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_env_null_policy(
+    env: *const nenyax_env_t,
+    out: *mut *mut nenyax_policy_t,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        let env = env_ref(env)?;
+        let policy = env
+            .env
+            .null_policy(None)
+            .ok_or_else(|| env.env.unsupported("provide a null policy"))?;
+        out_param(
+            out,
+            boxed(nenyax_policy_t {
+                policy,
+                routes: env.routes.clone(),
+            }),
+        )
+    })
+}
+
+/// A new environment whose episodes are re-judged by the judge a JSON spec describes
+/// (e.g. {"type":"exact","extract":"answer_tag"}); `env` itself is unchanged.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_env_with_judge(
+    env: *const nenyax_env_t,
+    judge_json: *const c_char,
+    judge_len: usize,
+    out: *mut *mut nenyax_env_t,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        let env = env_ref(env)?;
+        let spec = str_arg(judge_json, judge_len, "judge_json")?;
+        let judge = nenyax_core::judges::judge_from_json(spec)?;
+        let judged = nenyax_core::with_judge(env.env.clone(), judge);
+        out_param(
+            out,
+            boxed(nenyax_env_t {
+                env: judged,
+                routes: env.routes.clone(),
+            }),
+        )
+    })
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RolloutJson {
+    #[serde(default)]
+    task: Option<TaskRef>,
+    #[serde(default)]
+    seed: Option<i64>,
+    #[serde(default)]
+    max_steps: Option<usize>,
+}
+
+/// Roll out one episode on the calling thread and return its Trajectory as JSON. Options (JSON,
+/// may be NULL): {"task": TaskRef, "seed": int, "max_steps": int}. A failed episode is not an
+/// error: the trajectory carries it in "error".
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_env_rollout(
+    env: *const nenyax_env_t,
+    policy: *const nenyax_policy_t,
+    options_json: *const c_char,
+    options_len: usize,
+    out: *mut nenyax_string_t,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        let env = env_ref(env)?;
+        let policy = policy_ref(policy)?;
+        let o: RolloutJson = options(options_json, options_len, "options_json")?;
+        let traj = env.env.rollout(
+            &policy.policy,
+            &RolloutOptions {
+                task: o.task,
+                seed: o.seed,
+                max_steps: o.max_steps,
+            },
+        );
+        out_param(out, to_string_out(traj.to_json()))
+    })
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct CheckJson {
+    #[serde(default)]
+    samples: Option<usize>,
+    #[serde(default)]
+    threads: Option<usize>,
+}
+
+fn check_options(o: CheckJson) -> CheckOptions {
+    let d = CheckOptions::default();
+    CheckOptions {
+        samples: o.samples.unwrap_or(d.samples),
+        threads: o.threads.unwrap_or(d.threads),
+        ..d
+    }
+}
+
+/// Run conformance on a loaded environment; the report as JSON {env_id, mode, tier, checks}.
+/// Options (may be NULL): {"samples": 8, "threads": 2}. Without a URI there is no fresh
+/// instance, so `reproducible_fresh` is skipped; use nenyax_check_uri for the full suite.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_env_check(
+    env: *const nenyax_env_t,
+    options_json: *const c_char,
+    options_len: usize,
+    out: *mut nenyax_string_t,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        let env = env_ref(env)?;
+        let mut opts = check_options(options(options_json, options_len, "options_json")?);
+        let (tx, rx) = crossbeam_channel::unbounded();
+        opts.caller = Some(rx);
+        let _bound = bind(&env.routes, tx);
+        let report = check(&env.env, None, &opts);
+        out_param(out, json_out(&report))
+    })
+}
+
+/// Load `uri` and run the full conformance suite (fresh instances included); report as JSON.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_check_uri(
+    uri: *const c_char,
+    uri_len: usize,
+    options_json: *const c_char,
+    options_len: usize,
+    out: *mut nenyax_string_t,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        let uri = str_arg(uri, uri_len, "uri")?;
+        let opts = check_options(options(options_json, options_len, "options_json")?);
+        let registry = Registry::with_builtins();
+        let env = registry.load(uri)?;
+        let factory = || registry.load(uri);
+        let report = check(&env, Some(&factory), &opts);
+        out_param(out, json_out(&report))
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// sessions
+
+/// Open a step-mode session. Options (may be NULL): {"task": TaskRef, "seed": int}.
+/// Rollout- and task-mode environments give NENYAX_STATUS_UNSUPPORTED.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_session_open(
+    env: *const nenyax_env_t,
+    options_json: *const c_char,
+    options_len: usize,
+    out: *mut *mut nenyax_session_t,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        let env = env_ref(env)?;
+        let o: RolloutJson = options(options_json, options_len, "options_json")?;
+        let session = env.env.session(o.task.as_ref(), o.seed)?;
+        out_param(out, boxed(nenyax_session_t { session }))
+    })
+}
+
+/// The current observation as JSON.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_session_observation(
+    session: *const nenyax_session_t,
+    out: *mut nenyax_string_t,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        let s = session
+            .as_ref()
+            .ok_or_else(|| invalid("session is NULL".into()))?;
+        out_param(out, json_out(s.session.observation()))
+    })
+}
+
+/// Apply an action (JSON, e.g. "\"<answer>4</answer>\"" or "42") and return the Step as JSON.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_session_act(
+    session: *mut nenyax_session_t,
+    action_json: *const c_char,
+    action_len: usize,
+    out: *mut nenyax_string_t,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        let s = session
+            .as_mut()
+            .ok_or_else(|| invalid("session is NULL".into()))?;
+        let text = str_arg(action_json, action_len, "action_json")?;
+        let action: Value = serde_json::from_str(text).map_err(|e| json_err("action_json", &e))?;
+        let step = s.session.act(action)?;
+        out_param(out, json_out(&step))
+    })
+}
+
+/// True once the episode terminated or was truncated (false for NULL).
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_session_done(session: *const nenyax_session_t) -> bool {
+    let mut done = false;
+    quietly(|| {
+        done = session.as_ref().is_some_and(|s| s.session.done());
+        Ok(())
+    });
+    done
+}
+
+/// The episode's Judgment so far, as JSON.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_session_judgment(
+    session: *const nenyax_session_t,
+    out: *mut nenyax_string_t,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        let s = session
+            .as_ref()
+            .ok_or_else(|| invalid("session is NULL".into()))?;
+        out_param(out, json_out(&s.session.judgment()?))
+    })
+}
+
+/// Close and free a session; NULL is a no-op.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_session_free(session: *mut nenyax_session_t) {
+    quietly(|| {
+        if !session.is_null() {
+            drop(Box::from_raw(session));
+        }
+        Ok(())
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// policies
+
+/// A policy from C callbacks: `vtable->act` (observation JSON -> action JSON) or `vtable->chat`
+/// (messages JSON -> reply text), exactly one non-NULL. Without NENYAX_THREAD_SAFE in `flags`
+/// the callback runs only on threads that called into the library (see the conventions).
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_policy_new(
+    vtable: *const nenyax_policy_vtable_t,
+    user_data: *mut c_void,
+    free_user_data: nenyax_free_fn,
+    flags: u32,
+    out: *mut *mut nenyax_policy_t,
+) -> *mut nenyax_error_t {
+    let owner = callbacks::UserData::new(user_data, free_user_data);
+    boundary(move || {
+        let (policy, route) = callbacks::policy(vtable, owner, flags)?;
+        out_param(
+            out,
+            boxed(nenyax_policy_t {
+                policy,
+                routes: vec![route],
+            }),
+        )
+    })
+}
+
+/// A policy backed by an OpenAI-compatible endpoint: JSON {"base_url", "model", "api_key_env",
+/// "timeout_s", "retries", "backoff_s", "params"}.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_policy_endpoint(
+    options_json: *const c_char,
+    options_len: usize,
+    out: *mut *mut nenyax_policy_t,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        let text = str_arg(options_json, options_len, "options_json")?;
+        let spec: EndpointSpec =
+            serde_json::from_str(text).map_err(|e| json_err("options_json", &e))?;
+        let policy = Policy::chat(spec.build()?);
+        out_param(
+            out,
+            boxed(nenyax_policy_t {
+                policy,
+                routes: Vec::new(),
+            }),
+        )
+    })
+}
+
+/// Free a policy; NULL is a no-op. Its user_data is freed when no handle uses it any more.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_policy_free(policy: *mut nenyax_policy_t) {
+    quietly(|| {
+        if !policy.is_null() {
+            drop(Box::from_raw(policy));
+        }
+        Ok(())
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// batches
+
+/// A runner with its own pool of `threads` workers (0: one per core, or NENYAX_NUM_THREADS).
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_runner_new(
+    threads: usize,
+    out: *mut *mut nenyax_runner_t,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        let runner = Runner::new(threads)?.progress(false);
+        out_param(out, boxed(nenyax_runner_t { runner }))
+    })
+}
+
+/// Number of worker threads (0 for NULL).
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_runner_threads(runner: *const nenyax_runner_t) -> usize {
+    let mut n = 0;
+    quietly(|| {
+        n = runner.as_ref().map_or(0, |r| r.runner.threads());
+        Ok(())
+    });
+    n
+}
+
+/// Free a runner; NULL is a no-op.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_runner_free(runner: *mut nenyax_runner_t) {
+    quietly(|| {
+        if !runner.is_null() {
+            drop(Box::from_raw(runner));
+        }
+        Ok(())
+    });
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RunJson {
+    #[serde(default)]
+    n: Option<usize>,
+    #[serde(default)]
+    seed: Option<i64>,
+    #[serde(default)]
+    max_steps: Option<usize>,
+    #[serde(default)]
+    tasks: Option<Vec<TaskRef>>,
+}
+
+/// Run a batch in parallel. Options (JSON, may be NULL): {"n": 10, "seed": 0, "max_steps": int,
+/// "tasks": [TaskRef]} (default: the environment's tasks, cycled). With `sink`, each
+/// trajectory is passed to it in job order on the calling thread (a non-zero return stops the
+/// batch with NENYAX_STATUS_CALLBACK) and `out` may be NULL; without, `out` gets a JSON array.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_runner_run(
+    runner: *const nenyax_runner_t,
+    env: *const nenyax_env_t,
+    policy: *const nenyax_policy_t,
+    options_json: *const c_char,
+    options_len: usize,
+    sink: nenyax_trajectory_fn,
+    sink_user_data: *mut c_void,
+    out: *mut nenyax_string_t,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        let runner = runner
+            .as_ref()
+            .ok_or_else(|| invalid("runner is NULL".into()))?;
+        let env = env_ref(env)?;
+        let policy = policy_ref(policy)?;
+        if sink.is_none() && out.is_null() {
+            return Err(invalid("give a sink callback or an out string".into()));
+        }
+        let o: RunJson = options(options_json, options_len, "options_json")?;
+        let n = o.n.unwrap_or(10);
+        let seed = o.seed.unwrap_or(0);
+        let jobs = match o.tasks {
+            Some(tasks) if !tasks.is_empty() => {
+                let tasks: Vec<Arc<TaskRef>> = tasks.into_iter().map(Arc::new).collect();
+                (0..n)
+                    .map(|i| nenyax_core::Job {
+                        task: Some(tasks[i % tasks.len()].clone()),
+                        seed: Some(seed + i as i64),
+                    })
+                    .collect()
+            }
+            _ => nenyax_core::plan(env.env.as_ref(), n, seed)?,
+        };
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let routes: Vec<Arc<Route>> = env.routes.iter().chain(&policy.routes).cloned().collect();
+        let _bound = bind(&routes, tx);
+        let mut collected = String::from("[");
+        let mut stopped = None;
+        runner
+            .runner
+            .run_serving(
+                &env.env,
+                &policy.policy,
+                jobs,
+                o.max_steps,
+                Some(&rx),
+                |i, traj| {
+                    let json = traj.to_json();
+                    match sink {
+                        Some(f) => {
+                            let rc = f(sink_user_data, i, json.as_ptr().cast(), json.len());
+                            if rc != 0 {
+                                stopped = Some(format!(
+                            "the trajectory sink returned {rc} at job {i}; the batch was stopped"
+                        ));
+                                return Err(nenyax_core::Error::Config(
+                                    "stopped by the sink".into(),
+                                ));
+                            }
+                        }
+                        None => {
+                            if i > 0 {
+                                collected.push(',');
+                            }
+                            collected.push_str(&json);
+                        }
+                    }
+                    Ok(())
+                },
+            )
+            .map_err(|e| match stopped.take() {
+                Some(msg) => new_error(nenyax_status_t::NENYAX_STATUS_CALLBACK, msg),
+                None => e.into(),
+            })?;
+        collected.push(']');
+        if sink.is_none() {
+            out_param(out, to_string_out(collected))?;
+        }
+        Ok(())
+    })
 }

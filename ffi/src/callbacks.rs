@@ -1,0 +1,536 @@
+//! Host callbacks: policies and environments implemented in C (or Go, Julia, C++).
+//!
+//! Unless registered with NENYAX_THREAD_SAFE, a callback only ever runs on a thread that
+//! called into the library: while a batch or a check runs, its workers hand each such call to
+//! the calling thread (a [`Route`] bound for the duration of the call), which runs it while it
+//! waits. Environments still step in parallel; only the host code is serialised.
+
+use crossbeam_channel::{bounded, Sender};
+use serde_json::{Map, Value};
+use std::ffi::{c_char, c_void};
+use std::sync::{Arc, Mutex};
+use std::thread::ThreadId;
+
+use nenyax_core::define::{stateful, TaskEnvBuilder};
+use nenyax_core::runner::CallerTask;
+use nenyax_core::{ChatModel, Environment, Error, Message, Policy};
+
+use crate::error::{invalid, FfiResult};
+use crate::{NENYAX_THREAD_SAFE, NENYAX_VTABLE_VERSION};
+
+/// Frees a callback's user data.
+pub type nenyax_free_fn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
+
+/// Action policy callback: reads the observation JSON, writes the action JSON into `reply` with
+/// nenyax_reply_set, returns 0; or returns non-zero (with an optional message in `reply`).
+pub type nenyax_act_fn = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        observation_json: *const c_char,
+        observation_len: usize,
+        reply: *mut nenyax_reply_t,
+    ) -> i32,
+>;
+
+/// Chat callback: reads the conversation (a JSON array of OpenAI-shaped messages), writes the
+/// assistant's reply text (plain UTF-8, not JSON) into `reply`, returns 0; non-zero fails.
+pub type nenyax_chat_fn = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        messages_json: *const c_char,
+        messages_len: usize,
+        reply: *mut nenyax_reply_t,
+    ) -> i32,
+>;
+
+/// Receives one trajectory (JSON) of a batch, in job order, on the calling thread; non-zero
+/// stops the batch.
+pub type nenyax_trajectory_fn = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        index: usize,
+        trajectory_json: *const c_char,
+        trajectory_len: usize,
+    ) -> i32,
+>;
+
+/// A policy implemented by the host: set exactly one of `act` and `chat`.
+#[repr(C)]
+pub struct nenyax_policy_vtable_t {
+    /// NENYAX_VTABLE_VERSION.
+    pub version: u32,
+    /// Observation JSON -> action JSON.
+    pub act: nenyax_act_fn,
+    /// Messages JSON -> reply text.
+    pub chat: nenyax_chat_fn,
+}
+
+/// A one-turn environment's scorer (and optional oracle) implemented by the host.
+#[repr(C)]
+pub struct nenyax_task_vtable_t {
+    /// NENYAX_VTABLE_VERSION.
+    pub version: u32,
+    /// Score `reply` for the task row (JSON object): write a finite score to `score_out` and
+    /// return 0, or return non-zero with an optional message in `error`.
+    pub score: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            task_json: *const c_char,
+            task_len: usize,
+            reply: *const c_char,
+            reply_len: usize,
+            score_out: *mut f64,
+            error: *mut nenyax_reply_t,
+        ) -> i32,
+    >,
+    /// Optional (may be NULL): the reply an oracle gives for the task row, written to `reply`.
+    pub reference: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            task_json: *const c_char,
+            task_len: usize,
+            reply: *mut nenyax_reply_t,
+        ) -> i32,
+    >,
+}
+
+/// A multi-turn environment implemented by the host over a JSON state.
+#[repr(C)]
+pub struct nenyax_state_vtable_t {
+    /// NENYAX_VTABLE_VERSION.
+    pub version: u32,
+    /// Write the initial state (JSON) for `seed` to `state_out`; return 0.
+    pub reset: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            seed: i64,
+            state_out: *mut nenyax_reply_t,
+        ) -> i32,
+    >,
+    /// Write what the policy sees (JSON; a JSON string becomes text) for the state.
+    pub observe: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            state_json: *const c_char,
+            state_len: usize,
+            observation_out: *mut nenyax_reply_t,
+        ) -> i32,
+    >,
+    /// Apply the action (JSON) to the state: write the next state (JSON) to `state_out`, the
+    /// reward to `reward_out` and whether the episode ended to `done_out`; return 0.
+    pub step: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            state_json: *const c_char,
+            state_len: usize,
+            action_json: *const c_char,
+            action_len: usize,
+            state_out: *mut nenyax_reply_t,
+            reward_out: *mut f64,
+            done_out: *mut bool,
+        ) -> i32,
+    >,
+}
+
+/// Where a callback writes its output; the library copies what is written.
+pub struct nenyax_reply_t {
+    bytes: Option<Vec<u8>>,
+}
+
+/// Copy `len` bytes (UTF-8) into a callback's reply slot, replacing earlier ones. Returns false
+/// (and copies nothing) when `reply` is NULL, or `data` is NULL with `len` > 0.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_reply_set(
+    reply: *mut nenyax_reply_t,
+    data: *const c_char,
+    len: usize,
+) -> bool {
+    let mut ok = false;
+    crate::error::quietly(|| {
+        let Some(r) = reply.as_mut() else {
+            return Ok(());
+        };
+        if data.is_null() && len > 0 {
+            return Ok(());
+        }
+        let bytes = if len == 0 {
+            Vec::new()
+        } else {
+            std::slice::from_raw_parts(data.cast::<u8>(), len).to_vec()
+        };
+        r.bytes = Some(bytes);
+        ok = true;
+        Ok(())
+    });
+    ok
+}
+
+/// The host's user data, freed with its free function when the last user is dropped.
+pub(crate) struct UserData {
+    ptr: *mut c_void,
+    free: nenyax_free_fn,
+}
+
+// SAFETY: the pointer is only handed back to the host's callbacks, which are either declared
+// thread-safe or routed to the thread that called into the library (see `Route`).
+unsafe impl Send for UserData {}
+unsafe impl Sync for UserData {}
+
+impl UserData {
+    pub(crate) fn new(ptr: *mut c_void, free: nenyax_free_fn) -> Arc<UserData> {
+        Arc::new(UserData { ptr, free })
+    }
+}
+
+impl Drop for UserData {
+    fn drop(&mut self) {
+        if let Some(f) = self.free {
+            // SAFETY: the host gave us this pointer and this function to free it, once.
+            unsafe { f(self.ptr) };
+        }
+    }
+}
+
+/// Which thread a non-thread-safe callback must run on, while a batch or check is running.
+pub(crate) struct Route {
+    thread_safe: bool,
+    home: Mutex<Option<(ThreadId, Sender<CallerTask>)>>,
+}
+
+impl Route {
+    fn new(flags: u32) -> Arc<Route> {
+        Arc::new(Route {
+            thread_safe: flags & NENYAX_THREAD_SAFE != 0,
+            home: Mutex::new(None),
+        })
+    }
+
+    /// Run `f` where the host allows it: here if thread-safe, unbound or already home;
+    /// otherwise on the home thread, waiting for the result.
+    fn call<R: Send + 'static>(&self, f: impl FnOnce() -> R + Send + 'static) -> Result<R, Error> {
+        if !self.thread_safe {
+            let home = self.home.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            if let Some((tid, tx)) = home {
+                if tid != std::thread::current().id() {
+                    let (rtx, rrx) = bounded(1);
+                    let task: CallerTask = Box::new(move || {
+                        let _ = rtx.send(f());
+                    });
+                    tx.send(task).map_err(|_| {
+                        Error::Policy("the calling thread stopped serving callbacks".into())
+                    })?;
+                    return rrx.recv().map_err(|_| {
+                        Error::Policy(
+                            "a callback routed to the calling thread did not return".into(),
+                        )
+                    });
+                }
+            }
+        }
+        Ok(f())
+    }
+}
+
+/// Routes bound to the calling thread for one call; unbound on drop.
+pub(crate) struct Bound(Vec<Arc<Route>>);
+
+pub(crate) fn bind(routes: &[Arc<Route>], tx: Sender<CallerTask>) -> Bound {
+    let here = std::thread::current().id();
+    for r in routes.iter().filter(|r| !r.thread_safe) {
+        *r.home.lock().unwrap_or_else(|p| p.into_inner()) = Some((here, tx.clone()));
+    }
+    Bound(routes.to_vec())
+}
+
+impl Drop for Bound {
+    fn drop(&mut self) {
+        for r in &self.0 {
+            *r.home.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        }
+    }
+}
+
+/// Call a host function that writes into a reply slot; map failures with `err`.
+unsafe fn with_reply(
+    what: &str,
+    err: fn(String) -> Error,
+    f: impl FnOnce(*mut nenyax_reply_t) -> i32,
+) -> Result<String, Error> {
+    let mut reply = nenyax_reply_t { bytes: None };
+    let rc = f(&mut reply);
+    if rc != 0 {
+        let msg = reply
+            .bytes
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .filter(|m| !m.is_empty())
+            .unwrap_or_else(|| "no message".into());
+        return Err(err(format!(
+            "{what} callback failed with status {rc}: {msg}"
+        )));
+    }
+    let bytes = reply.bytes.ok_or_else(|| {
+        err(format!(
+            "{what} callback returned 0 but set no reply; call nenyax_reply_set before returning"
+        ))
+    })?;
+    String::from_utf8(bytes)
+        .map_err(|e| err(format!("{what} callback replied with invalid UTF-8: {e}")))
+}
+
+fn parse_json(what: &str, err: fn(String) -> Error, text: &str) -> Result<Value, Error> {
+    serde_json::from_str(text).map_err(|e| {
+        let shown: String = text.chars().take(120).collect();
+        err(format!(
+            "{what} callback replied with invalid JSON ({e}): {shown}"
+        ))
+    })
+}
+
+fn check_version(version: u32, what: &str) -> FfiResult<()> {
+    if version != NENYAX_VTABLE_VERSION {
+        return Err(invalid(format!(
+            "{what} version {version} is not supported; this library speaks version {NENYAX_VTABLE_VERSION}"
+        )));
+    }
+    Ok(())
+}
+
+/// Raw function pointers plus user data, as one sendable bundle.
+#[derive(Clone)]
+struct Host<F: Copy> {
+    f: F,
+    data: Arc<UserData>,
+}
+
+pub(crate) unsafe fn policy(
+    vt: *const nenyax_policy_vtable_t,
+    data: Arc<UserData>,
+    flags: u32,
+) -> FfiResult<(Policy, Arc<Route>)> {
+    let vt = vt
+        .as_ref()
+        .ok_or_else(|| invalid("vtable is NULL".into()))?;
+    check_version(vt.version, "nenyax_policy_vtable_t")?;
+    let route = Route::new(flags);
+    let r = route.clone();
+    let policy = match (vt.act, vt.chat) {
+        (Some(act), None) => {
+            let host = Host { f: act, data };
+            Policy::action(move |obs| {
+                let json = serde_json::to_string(obs).expect("observations serialise");
+                let h = host.clone();
+                let text = r.call(move || unsafe {
+                    with_reply("action", Error::Policy, |reply| {
+                        (h.f)(h.data.ptr, json.as_ptr().cast(), json.len(), reply)
+                    })
+                })??;
+                parse_json("action", Error::Policy, &text)
+            })
+        }
+        (None, Some(chat)) => Policy::Chat(Arc::new(HostChat {
+            host: Host { f: chat, data },
+            route: r,
+        })),
+        _ => {
+            return Err(invalid(
+                "set exactly one of vtable->act and vtable->chat".into(),
+            ))
+        }
+    };
+    Ok((policy, route))
+}
+
+type ChatFn = unsafe extern "C" fn(*mut c_void, *const c_char, usize, *mut nenyax_reply_t) -> i32;
+
+struct HostChat {
+    host: Host<ChatFn>,
+    route: Arc<Route>,
+}
+
+impl ChatModel for HostChat {
+    fn name(&self) -> String {
+        "host-callback".into()
+    }
+
+    fn complete(&self, messages: &[Message]) -> nenyax_core::Result<Message> {
+        let json = Value::Array(messages.iter().map(Message::to_openai).collect()).to_string();
+        let h = self.host.clone();
+        let text = self.route.call(move || unsafe {
+            with_reply("chat", Error::Policy, |reply| {
+                (h.f)(h.data.ptr, json.as_ptr().cast(), json.len(), reply)
+            })
+        })??;
+        Ok(Message::assistant(text))
+    }
+}
+
+type ScoreFn = unsafe extern "C" fn(
+    *mut c_void,
+    *const c_char,
+    usize,
+    *const c_char,
+    usize,
+    *mut f64,
+    *mut nenyax_reply_t,
+) -> i32;
+type RefFn = unsafe extern "C" fn(*mut c_void, *const c_char, usize, *mut nenyax_reply_t) -> i32;
+
+pub(crate) unsafe fn define_tasks(
+    name: &str,
+    rows: Vec<Map<String, Value>>,
+    vt: *const nenyax_task_vtable_t,
+    data: Arc<UserData>,
+    flags: u32,
+) -> FfiResult<(Arc<dyn Environment>, Arc<Route>)> {
+    let vt = vt
+        .as_ref()
+        .ok_or_else(|| invalid("vtable is NULL".into()))?;
+    check_version(vt.version, "nenyax_task_vtable_t")?;
+    let score: ScoreFn = vt
+        .score
+        .ok_or_else(|| invalid("vtable->score is NULL".into()))?;
+    let route = Route::new(flags);
+    let (r, host) = (
+        route.clone(),
+        Host {
+            f: score,
+            data: data.clone(),
+        },
+    );
+    let mut builder = TaskEnvBuilder::new(name, rows, move |row, reply| {
+        let (task, reply, h) = (
+            Value::Object(row.clone()).to_string(),
+            reply.to_string(),
+            host.clone(),
+        );
+        r.call(move || unsafe {
+            let mut score = f64::NAN;
+            let mut err = nenyax_reply_t { bytes: None };
+            let rc = (h.f)(
+                h.data.ptr,
+                task.as_ptr().cast(),
+                task.len(),
+                reply.as_ptr().cast(),
+                reply.len(),
+                &mut score,
+                &mut err,
+            );
+            if rc != 0 {
+                let msg = err
+                    .bytes
+                    .map(|b| String::from_utf8_lossy(&b).into_owned())
+                    .unwrap_or_default();
+                return Err(Error::Environment(format!(
+                    "score callback failed with status {rc}: {msg}"
+                )));
+            }
+            Ok(score)
+        })?
+    });
+    if let Some(reference) = vt.reference {
+        let (r, host) = (route.clone(), Host::<RefFn> { f: reference, data });
+        builder = builder.reference(move |row| {
+            let (task, h) = (Value::Object(row.clone()).to_string(), host.clone());
+            r.call(move || unsafe {
+                with_reply("reference", Error::Environment, |reply| {
+                    (h.f)(h.data.ptr, task.as_ptr().cast(), task.len(), reply)
+                })
+                .ok()
+            })
+            .ok()
+            .flatten()
+        });
+    }
+    Ok((builder.build()?, route))
+}
+
+type ResetFn = unsafe extern "C" fn(*mut c_void, i64, *mut nenyax_reply_t) -> i32;
+type ObserveFn =
+    unsafe extern "C" fn(*mut c_void, *const c_char, usize, *mut nenyax_reply_t) -> i32;
+type StepFn = unsafe extern "C" fn(
+    *mut c_void,
+    *const c_char,
+    usize,
+    *const c_char,
+    usize,
+    *mut nenyax_reply_t,
+    *mut f64,
+    *mut bool,
+) -> i32;
+
+pub(crate) unsafe fn define_stateful(
+    name: &str,
+    vt: *const nenyax_state_vtable_t,
+    data: Arc<UserData>,
+    flags: u32,
+    max_steps: usize,
+) -> FfiResult<(Arc<dyn Environment>, Arc<Route>)> {
+    let vt = vt
+        .as_ref()
+        .ok_or_else(|| invalid("vtable is NULL".into()))?;
+    check_version(vt.version, "nenyax_state_vtable_t")?;
+    let (Some(reset), Some(observe), Some(step)) = (vt.reset, vt.observe, vt.step) else {
+        return Err(invalid(
+            "vtable->reset, ->observe and ->step must all be set".into(),
+        ));
+    };
+    let route = Route::new(flags);
+    let env_err: fn(String) -> Error = Error::Environment;
+    let (r1, h1) = (
+        route.clone(),
+        Host::<ResetFn> {
+            f: reset,
+            data: data.clone(),
+        },
+    );
+    let (r2, h2) = (
+        route.clone(),
+        Host::<ObserveFn> {
+            f: observe,
+            data: data.clone(),
+        },
+    );
+    let (r3, h3) = (route.clone(), Host::<StepFn> { f: step, data });
+    let env = stateful(
+        name,
+        move |seed| {
+            let h = h1.clone();
+            let text = r1.call(move || unsafe {
+                with_reply("reset", env_err, |out| (h.f)(h.data.ptr, seed, out))
+            })??;
+            parse_json("reset", env_err, &text)
+        },
+        move |state| {
+            let (s, h) = (state.to_string(), h2.clone());
+            let text = r2.call(move || unsafe {
+                with_reply("observe", env_err, |out| {
+                    (h.f)(h.data.ptr, s.as_ptr().cast(), s.len(), out)
+                })
+            })??;
+            parse_json("observe", env_err, &text)
+        },
+        move |state, action| {
+            let (s, a, h) = (state.to_string(), action.to_string(), h3.clone());
+            let (text, reward, done) = r3.call(move || unsafe {
+                let (mut reward, mut done) = (0.0f64, false);
+                let text = with_reply("step", env_err, |out| {
+                    (h.f)(
+                        h.data.ptr,
+                        s.as_ptr().cast(),
+                        s.len(),
+                        a.as_ptr().cast(),
+                        a.len(),
+                        out,
+                        &mut reward,
+                        &mut done,
+                    )
+                })?;
+                Ok::<_, Error>((text, reward, done))
+            })??;
+            *state = parse_json("step", env_err, &text)?;
+            Ok((reward, done))
+        },
+        max_steps,
+    );
+    Ok((env, route))
+}
