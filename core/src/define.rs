@@ -578,7 +578,10 @@ fn read_jsonl(path: &Path) -> Result<(Vec<JsonMap>, Vec<usize>)> {
         file: file.clone(),
         line: 0,
         field: "tasks_file".into(),
-        message: format!("cannot read it ({e}); the path is relative to the define file"),
+        message: format!(
+            "cannot read it ({e}); a tasks_file is relative to the define file (or, for a JSON \
+             spec, to the working directory)"
+        ),
     })?;
     let mut rows = Vec::new();
     let mut lines = Vec::new();

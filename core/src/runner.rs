@@ -5,7 +5,7 @@
 use crossbeam_channel::{bounded, unbounded, Receiver};
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -130,14 +130,15 @@ impl Runner {
         }
         let (done_tx, done_rx) = unbounded::<(usize, Trajectory)>();
         let next_job = AtomicUsize::new(0);
-        let (jobs, next_job, env) = (&jobs, &next_job, env.as_ref());
+        let stop = AtomicBool::new(false);
+        let (jobs, next_job, stop, env) = (&jobs, &next_job, &stop, env.as_ref());
         let show = self.progress && n > 1 && std::io::stderr().is_terminal();
         let mut outcome = Ok(());
         self.pool.in_place_scope(|scope| {
             for _ in 0..self.threads.min(n) {
                 let (token_rx, done_tx) = (token_rx.clone(), done_tx.clone());
                 scope.spawn(move |_| {
-                    while token_rx.recv().is_ok() {
+                    while token_rx.recv().is_ok() && !stop.load(Ordering::Relaxed) {
                         let i = next_job.fetch_add(1, Ordering::Relaxed);
                         let Some(job) = jobs.get(i) else { break };
                         let opts = RolloutOptions {
@@ -153,6 +154,7 @@ impl Runner {
                 });
             }
             drop((token_rx, done_tx));
+            let mut token_tx = Some(token_tx);
             let mut progress = Progress::new(n, show);
             let mut pending = BTreeMap::new();
             let mut next = 0;
@@ -164,6 +166,7 @@ impl Runner {
                 let (i, traj) = crossbeam_channel::select! {
                     recv(done_rx) -> msg => match msg {
                         Ok(m) => m,
+                        // Every worker has exited (only after a stop, or when all is done).
                         Err(_) => break,
                     },
                     recv(caller) -> task => {
@@ -173,15 +176,25 @@ impl Runner {
                         continue;
                     }
                 };
+                if outcome.is_err() {
+                    // Stopping: episodes already running finish (their callbacks are still
+                    // served above, or their workers would wait forever) and are dropped.
+                    continue;
+                }
                 progress.failed += usize::from(traj.error.is_some());
                 pending.insert(i, traj);
                 while let Some(traj) = pending.remove(&next) {
                     if let Err(e) = sink(next, traj) {
                         outcome = Err(e);
-                        return; // dropping the token sender stops the workers
+                        stop.store(true, Ordering::Relaxed);
+                        token_tx = None;
+                        pending.clear();
+                        break;
                     }
                     next += 1;
-                    let _ = token_tx.try_send(());
+                    if let Some(t) = &token_tx {
+                        let _ = t.try_send(());
+                    }
                 }
                 progress.draw(next);
                 if next == n {
@@ -344,5 +357,38 @@ mod tests {
             .unwrap();
         assert_eq!(out.len(), 200);
         assert!(out.iter().all(|t| t.error.is_none()), "{:?}", out[0].error);
+    }
+
+    #[test]
+    fn a_sink_error_while_callbacks_are_routed_to_the_caller_does_not_hang() {
+        let env = load("builtin:arithmetic?size=10").unwrap();
+        let (tx, rx) = unbounded::<CallerTask>();
+        let tx = std::sync::Mutex::new(tx);
+        let policy = Policy::action(move |_| {
+            let (reply_tx, reply_rx) = bounded(1);
+            let task: CallerTask = Box::new(move || {
+                let _ = reply_tx.send(());
+            });
+            tx.lock().unwrap().send(task).unwrap();
+            reply_rx.recv().unwrap();
+            Ok(json!("<answer>0</answer>"))
+        });
+        let runner = Runner::new(2).unwrap().progress(false);
+        let (done_tx, done_rx) = bounded(1);
+        std::thread::spawn(move || {
+            let jobs = plan(env.as_ref(), 500, 0).unwrap();
+            let r = runner.run_serving(&env, &policy, jobs, None, Some(&rx), |i, _| {
+                if i == 5 {
+                    Err(Error::Config("stop".into()))
+                } else {
+                    Ok(())
+                }
+            });
+            let _ = done_tx.send(r.is_err());
+        });
+        let stopped = done_rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("the batch returned after its sink failed");
+        assert!(stopped);
     }
 }

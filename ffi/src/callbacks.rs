@@ -231,21 +231,31 @@ impl Route {
     }
 }
 
-/// Routes bound to the calling thread for one call; unbound on drop.
-pub(crate) struct Bound(Vec<Arc<Route>>);
+/// Routes bound to the calling thread for one call; the previous binding is restored on drop,
+/// so a batch started from inside another batch's callback leaves the outer one intact.
+pub(crate) struct Bound(Vec<(Arc<Route>, Home)>);
+
+type Home = Option<(ThreadId, Sender<CallerTask>)>;
 
 pub(crate) fn bind(routes: &[Arc<Route>], tx: Sender<CallerTask>) -> Bound {
     let here = std::thread::current().id();
-    for r in routes.iter().filter(|r| !r.thread_safe) {
-        *r.home.lock().unwrap_or_else(|p| p.into_inner()) = Some((here, tx.clone()));
-    }
-    Bound(routes.to_vec())
+    let saved = routes
+        .iter()
+        .filter(|r| !r.thread_safe)
+        .map(|r| {
+            let mut home = r.home.lock().unwrap_or_else(|p| p.into_inner());
+            let previous = home.replace((here, tx.clone()));
+            (r.clone(), previous)
+        })
+        .collect();
+    Bound(saved)
 }
 
 impl Drop for Bound {
     fn drop(&mut self) {
-        for r in &self.0 {
-            *r.home.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        // Restore in reverse, in case one route was bound twice in the same call.
+        for (r, previous) in self.0.drain(..).rev() {
+            *r.home.lock().unwrap_or_else(|p| p.into_inner()) = previous;
         }
     }
 }
