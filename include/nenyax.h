@@ -34,7 +34,11 @@
  *
  * Strings. Inputs are (const char *ptr, size_t len): UTF-8, no NUL needed, copied if kept.
  * Options and contract data (manifests, tasks, trajectories, reports) are UTF-8 JSON with the
- * field names of docs/protocol.md. Optional JSON options may be NULL (defaults).
+ * field names of docs/protocol.md. Optional JSON options may be NULL (defaults). Malformed JSON is
+ * NENYAX_STATUS_INVALID_ARGUMENT; well-formed JSON of the wrong shape gets the status of what
+ * it describes (e.g. NENYAX_STATUS_CONFIG for a judge spec, NENYAX_STATUS_DEFINE for a define
+ * spec). Strings the library passes to callbacks are valid only during the call and are
+ * NUL-terminated as a convenience; the length passed with them excludes the NUL.
  *
  * Threads. const handles may be used from several threads at once; non-const ones (a session)
  * need exclusive access. A runner runs a batch on its own worker threads. Host callbacks
@@ -53,6 +57,9 @@
 // Flag for policies and callback-defined environments whose callbacks may be called from any
 // thread, concurrently (full parallelism for C/C++ hosts).
 #define NENYAX_THREAD_SAFE 1
+
+// Most worker threads a runner may have.
+#define NENYAX_MAX_THREADS 1024
 
 // Version of `nenyax_policy_vtable_t`, `nenyax_task_vtable_t` and `nenyax_state_vtable_t`.
 #define NENYAX_VTABLE_VERSION 1
@@ -294,9 +301,9 @@ struct nenyax_error_t *nenyax_env_rollout(const struct nenyax_env_t *env,
                                           size_t options_len,
                                           struct nenyax_string_t *out);
 
-// Run conformance on a loaded environment; the report as JSON {env_id, mode, tier, checks}.
-// Options (may be NULL): {"samples": 8, "threads": 2}. Without a URI there is no fresh
-// instance, so `reproducible_fresh` is skipped; use nenyax_check_uri for the full suite.
+// Run conformance on an environment handle; the report as JSON {env_id, mode, tier, checks}.
+// Options (may be NULL): {"samples": 8, "threads": 2}. Fresh instances for the
+// reproducibility check are rebuilt the way the handle was made (URI, spec or callbacks).
 struct nenyax_error_t *nenyax_env_check(const struct nenyax_env_t *env,
                                         const char *options_json,
                                         size_t options_len,
@@ -354,7 +361,8 @@ struct nenyax_error_t *nenyax_policy_endpoint(const char *options_json,
 // Free a policy; NULL is a no-op. Its user_data is freed when no handle uses it any more.
 void nenyax_policy_free(struct nenyax_policy_t *policy);
 
-// A runner with its own pool of `threads` workers (0: one per core, or NENYAX_NUM_THREADS).
+// A runner with its own pool of `threads` workers (0: one per core, or NENYAX_NUM_THREADS;
+// at most NENYAX_MAX_THREADS).
 struct nenyax_error_t *nenyax_runner_new(size_t threads, struct nenyax_runner_t **out);
 
 // Number of worker threads (0 for NULL).

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The project's one test command: every Rust test in the workspace, including the interop tests
+# The project's one test command: every Rust test in the workspace, the C programs against the
+# C ABI, the C++ and Go bindings' tests, and the interop tests
 # against the Python reference implementation (tests/python_interop.rs), which need
 # nenyax==0.1.0a1. This script keeps it in .venv at the repository root and points the tests at
 # it through NENYAX_TEST_PYTHON. Extra arguments go to `cargo test`, e.g.
@@ -24,7 +25,10 @@ fi
 
 export NENYAX_TEST_PYTHON="$python"
 cargo test --workspace --all-targets "$@"
-# --all-targets leaves out doctests (the examples in the API docs), so run them too.
+# With no arguments, the whole suite: doctests (which --all-targets leaves out) and the
+# C++ and Go bindings against the C ABI. The C programs in ffi/tests/c run under cargo test.
 if [ "$#" -eq 0 ]; then
     cargo test --workspace --doc
+    bindings/cpp/run_tests.sh
+    bindings/go/run_tests.sh
 fi

@@ -230,8 +230,10 @@ pub fn drive_steps<E: Environment + ?Sized>(
         .unwrap_or_else(|| env.default_max_steps())
         .max(1);
     let mut session = env.session(opts.task.as_ref(), opts.seed)?;
-    if traj.task.is_none() {
-        traj.task = session.task();
+    // The environment's own view of the task is complete (prompt, expected answer), while a
+    // caller may have named it by id alone; judges need the former.
+    if let Some(task) = session.task() {
+        traj.task = Some(task);
     }
     traj.initial_observation = Some(session.observation().clone());
     let result = (|| {

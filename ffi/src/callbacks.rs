@@ -67,6 +67,7 @@ pub struct nenyax_policy_vtable_t {
 
 /// A one-turn environment's scorer (and optional oracle) implemented by the host.
 #[repr(C)]
+#[derive(Clone, Copy)]
 pub struct nenyax_task_vtable_t {
     /// NENYAX_VTABLE_VERSION.
     pub version: u32,
@@ -96,6 +97,7 @@ pub struct nenyax_task_vtable_t {
 
 /// A multi-turn environment implemented by the host over a JSON state.
 #[repr(C)]
+#[derive(Clone, Copy)]
 pub struct nenyax_state_vtable_t {
     /// NENYAX_VTABLE_VERSION.
     pub version: u32,
@@ -198,7 +200,7 @@ pub(crate) struct Route {
 }
 
 impl Route {
-    fn new(flags: u32) -> Arc<Route> {
+    pub(crate) fn new(flags: u32) -> Arc<Route> {
         Arc::new(Route {
             thread_safe: flags & NENYAX_THREAD_SAFE != 0,
             home: Mutex::new(None),
@@ -327,11 +329,11 @@ pub(crate) unsafe fn policy(
         (Some(act), None) => {
             let host = Host { f: act, data };
             Policy::action(move |obs| {
-                let json = serde_json::to_string(obs).expect("observations serialise");
+                let json = CText::new(serde_json::to_string(obs).expect("observations serialise"));
                 let h = host.clone();
                 let text = r.call(move || unsafe {
                     with_reply("action", Error::Policy, |reply| {
-                        (h.f)(h.data.ptr, json.as_ptr().cast(), json.len(), reply)
+                        (h.f)(h.data.ptr, json.ptr(), json.len(), reply)
                     })
                 })??;
                 parse_json("action", Error::Policy, &text)
@@ -363,11 +365,12 @@ impl ChatModel for HostChat {
     }
 
     fn complete(&self, messages: &[Message]) -> nenyax_core::Result<Message> {
-        let json = Value::Array(messages.iter().map(Message::to_openai).collect()).to_string();
+        let json =
+            CText::new(Value::Array(messages.iter().map(Message::to_openai).collect()).to_string());
         let h = self.host.clone();
         let text = self.route.call(move || unsafe {
             with_reply("chat", Error::Policy, |reply| {
-                (h.f)(h.data.ptr, json.as_ptr().cast(), json.len(), reply)
+                (h.f)(h.data.ptr, json.ptr(), json.len(), reply)
             })
         })??;
         Ok(Message::assistant(text))
@@ -385,21 +388,30 @@ type ScoreFn = unsafe extern "C" fn(
 ) -> i32;
 type RefFn = unsafe extern "C" fn(*mut c_void, *const c_char, usize, *mut nenyax_reply_t) -> i32;
 
-pub(crate) unsafe fn define_tasks(
-    name: &str,
-    rows: Vec<Map<String, Value>>,
+/// Copy and check a task vtable.
+pub(crate) unsafe fn task_vtable(
     vt: *const nenyax_task_vtable_t,
-    data: Arc<UserData>,
-    flags: u32,
-) -> FfiResult<(Arc<dyn Environment>, Arc<Route>)> {
-    let vt = vt
+) -> FfiResult<nenyax_task_vtable_t> {
+    let vt = *vt
         .as_ref()
         .ok_or_else(|| invalid("vtable is NULL".into()))?;
     check_version(vt.version, "nenyax_task_vtable_t")?;
-    let score: ScoreFn = vt
-        .score
-        .ok_or_else(|| invalid("vtable->score is NULL".into()))?;
-    let route = Route::new(flags);
+    if vt.score.is_none() {
+        return Err(invalid("vtable->score is NULL".into()));
+    }
+    Ok(vt)
+}
+
+/// A one-turn environment over host callbacks. Called again to build fresh instances (for
+/// conformance), which share the host's user data and the route.
+pub(crate) fn define_tasks(
+    name: &str,
+    rows: Vec<Map<String, Value>>,
+    vt: nenyax_task_vtable_t,
+    data: Arc<UserData>,
+    route: &Arc<Route>,
+) -> nenyax_core::Result<Arc<dyn Environment>> {
+    let score: ScoreFn = vt.score.expect("checked by task_vtable");
     let (r, host) = (
         route.clone(),
         Host {
@@ -408,19 +420,16 @@ pub(crate) unsafe fn define_tasks(
         },
     );
     let mut builder = TaskEnvBuilder::new(name, rows, move |row, reply| {
-        let (task, reply, h) = (
-            Value::Object(row.clone()).to_string(),
-            reply.to_string(),
-            host.clone(),
-        );
+        let task = CText::new(Value::Object(row.clone()).to_string());
+        let (reply, h) = (CText::new(reply.to_string()), host.clone());
         r.call(move || unsafe {
             let mut score = f64::NAN;
             let mut err = nenyax_reply_t { bytes: None };
             let rc = (h.f)(
                 h.data.ptr,
-                task.as_ptr().cast(),
+                task.ptr(),
                 task.len(),
-                reply.as_ptr().cast(),
+                reply.ptr(),
                 reply.len(),
                 &mut score,
                 &mut err,
@@ -440,10 +449,13 @@ pub(crate) unsafe fn define_tasks(
     if let Some(reference) = vt.reference {
         let (r, host) = (route.clone(), Host::<RefFn> { f: reference, data });
         builder = builder.reference(move |row| {
-            let (task, h) = (Value::Object(row.clone()).to_string(), host.clone());
+            let (task, h) = (
+                CText::new(Value::Object(row.clone()).to_string()),
+                host.clone(),
+            );
             r.call(move || unsafe {
                 with_reply("reference", Error::Environment, |reply| {
-                    (h.f)(h.data.ptr, task.as_ptr().cast(), task.len(), reply)
+                    (h.f)(h.data.ptr, task.ptr(), task.len(), reply)
                 })
                 .ok()
             })
@@ -451,7 +463,7 @@ pub(crate) unsafe fn define_tasks(
             .flatten()
         });
     }
-    Ok((builder.build()?, route))
+    builder.build()
 }
 
 type ResetFn = unsafe extern "C" fn(*mut c_void, i64, *mut nenyax_reply_t) -> i32;
@@ -468,40 +480,53 @@ type StepFn = unsafe extern "C" fn(
     *mut bool,
 ) -> i32;
 
-pub(crate) unsafe fn define_stateful(
-    name: &str,
+/// Copy and check a state vtable.
+pub(crate) unsafe fn state_vtable(
     vt: *const nenyax_state_vtable_t,
-    data: Arc<UserData>,
-    flags: u32,
-    max_steps: usize,
-) -> FfiResult<(Arc<dyn Environment>, Arc<Route>)> {
-    let vt = vt
+) -> FfiResult<nenyax_state_vtable_t> {
+    let vt = *vt
         .as_ref()
         .ok_or_else(|| invalid("vtable is NULL".into()))?;
     check_version(vt.version, "nenyax_state_vtable_t")?;
-    let (Some(reset), Some(observe), Some(step)) = (vt.reset, vt.observe, vt.step) else {
+    if vt.reset.is_none() || vt.observe.is_none() || vt.step.is_none() {
         return Err(invalid(
             "vtable->reset, ->observe and ->step must all be set".into(),
         ));
-    };
-    let route = Route::new(flags);
+    }
+    Ok(vt)
+}
+
+/// A multi-turn environment over host callbacks (fresh instances as for [`define_tasks`]).
+pub(crate) fn define_stateful(
+    name: &str,
+    vt: nenyax_state_vtable_t,
+    data: Arc<UserData>,
+    route: &Arc<Route>,
+    max_steps: usize,
+) -> Arc<dyn Environment> {
     let env_err: fn(String) -> Error = Error::Environment;
     let (r1, h1) = (
         route.clone(),
         Host::<ResetFn> {
-            f: reset,
+            f: vt.reset.expect("checked"),
             data: data.clone(),
         },
     );
     let (r2, h2) = (
         route.clone(),
         Host::<ObserveFn> {
-            f: observe,
+            f: vt.observe.expect("checked"),
             data: data.clone(),
         },
     );
-    let (r3, h3) = (route.clone(), Host::<StepFn> { f: step, data });
-    let env = stateful(
+    let (r3, h3) = (
+        route.clone(),
+        Host::<StepFn> {
+            f: vt.step.expect("checked"),
+            data,
+        },
+    );
+    stateful(
         name,
         move |seed| {
             let h = h1.clone();
@@ -511,24 +536,28 @@ pub(crate) unsafe fn define_stateful(
             parse_json("reset", env_err, &text)
         },
         move |state| {
-            let (s, h) = (state.to_string(), h2.clone());
+            let (st, h) = (CText::new(state.to_string()), h2.clone());
             let text = r2.call(move || unsafe {
                 with_reply("observe", env_err, |out| {
-                    (h.f)(h.data.ptr, s.as_ptr().cast(), s.len(), out)
+                    (h.f)(h.data.ptr, st.ptr(), st.len(), out)
                 })
             })??;
             parse_json("observe", env_err, &text)
         },
         move |state, action| {
-            let (s, a, h) = (state.to_string(), action.to_string(), h3.clone());
+            let (st, a, h) = (
+                CText::new(state.to_string()),
+                CText::new(action.to_string()),
+                h3.clone(),
+            );
             let (text, reward, done) = r3.call(move || unsafe {
                 let (mut reward, mut done) = (0.0f64, false);
                 let text = with_reply("step", env_err, |out| {
                     (h.f)(
                         h.data.ptr,
-                        s.as_ptr().cast(),
-                        s.len(),
-                        a.as_ptr().cast(),
+                        st.ptr(),
+                        st.len(),
+                        a.ptr(),
                         a.len(),
                         out,
                         &mut reward,
@@ -541,6 +570,24 @@ pub(crate) unsafe fn define_stateful(
             Ok((reward, done))
         },
         max_steps,
-    );
-    Ok((env, route))
+    )
+}
+
+/// Text handed to a host callback: NUL-terminated as a convenience for C string functions;
+/// the length passed alongside excludes the NUL.
+pub(crate) struct CText(String);
+
+impl CText {
+    pub(crate) fn new(mut s: String) -> Self {
+        s.push('\0');
+        CText(s)
+    }
+
+    pub(crate) fn ptr(&self) -> *const c_char {
+        self.0.as_ptr().cast()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.0.len() - 1
+    }
 }

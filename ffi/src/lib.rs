@@ -39,6 +39,9 @@ use error::{boundary, invalid, json_err, new_error, out_param, quietly, FfiResul
 /// thread, concurrently (full parallelism for C/C++ hosts).
 pub const NENYAX_THREAD_SAFE: u32 = 1;
 
+/// Most worker threads a runner may have.
+pub const NENYAX_MAX_THREADS: usize = 1024;
+
 /// Version of `nenyax_policy_vtable_t`, `nenyax_task_vtable_t` and `nenyax_state_vtable_t`.
 pub const NENYAX_VTABLE_VERSION: u32 = 1;
 
@@ -56,6 +59,41 @@ pub struct nenyax_string_t {
 pub struct nenyax_env_t {
     env: Arc<dyn Environment>,
     routes: Vec<Arc<Route>>,
+    /// Builds a fresh instance, for the conformance checks that need one.
+    factory: Option<Factory>,
+}
+
+type Factory = Arc<dyn Fn() -> nenyax_core::Result<Arc<dyn Environment>> + Send + Sync>;
+
+fn env_handle(
+    env: Arc<dyn Environment>,
+    routes: Vec<Arc<Route>>,
+    factory: Factory,
+) -> nenyax_env_t {
+    nenyax_env_t {
+        env,
+        routes,
+        factory: Some(factory),
+    }
+}
+
+/// Reject flag bits this version does not know, so a newer host's intent is not silently lost.
+fn check_flags(flags: u32) -> FfiResult<()> {
+    let unknown = flags & !NENYAX_THREAD_SAFE;
+    if unknown != 0 {
+        return Err(invalid(format!(
+            "unknown flag bits {unknown:#x}; this library knows NENYAX_THREAD_SAFE (1)"
+        )));
+    }
+    Ok(())
+}
+
+/// Fail before doing any work when there is nowhere to put the result.
+fn need_out<T>(out: *mut T) -> FfiResult<()> {
+    if out.is_null() {
+        return Err(invalid("the out-parameter is NULL".into()));
+    }
+    Ok(())
 }
 
 /// A policy: an action or chat callback, an endpoint, or an environment's own policy.
@@ -190,13 +228,9 @@ pub unsafe extern "C" fn nenyax_env_load(
     boundary(|| {
         let uri = str_arg(uri, uri_len, "uri")?;
         let env = Registry::with_builtins().load(uri)?;
-        out_param(
-            out,
-            boxed(nenyax_env_t {
-                env,
-                routes: Vec::new(),
-            }),
-        )
+        let uri = uri.to_string();
+        let factory: Factory = Arc::new(move || Registry::with_builtins().load(&uri));
+        out_param(out, boxed(env_handle(env, Vec::new(), factory)))
     })
 }
 
@@ -210,14 +244,12 @@ pub unsafe extern "C" fn nenyax_env_define(
 ) -> *mut nenyax_error_t {
     boundary(|| {
         let spec = str_arg(spec_json, spec_len, "spec_json")?;
+        serde_json::from_str::<Value>(spec).map_err(|e| json_err("spec_json", &e))?;
         let env = nenyax_core::define::from_json_spec(spec, Path::new("."))?;
-        out_param(
-            out,
-            boxed(nenyax_env_t {
-                env,
-                routes: Vec::new(),
-            }),
-        )
+        let spec = spec.to_string();
+        let factory: Factory =
+            Arc::new(move || nenyax_core::define::from_json_spec(&spec, Path::new(".")));
+        out_param(out, boxed(env_handle(env, Vec::new(), factory)))
     })
 }
 
@@ -243,14 +275,14 @@ pub unsafe extern "C" fn nenyax_env_define_tasks(
         let tasks = str_arg(tasks_json, tasks_len, "tasks_json")?;
         let rows: Vec<serde_json::Map<String, Value>> =
             serde_json::from_str(tasks).map_err(|e| json_err("tasks_json", &e))?;
-        let (env, route) = callbacks::define_tasks(name, rows, vtable, owner, flags)?;
-        out_param(
-            out,
-            boxed(nenyax_env_t {
-                env,
-                routes: vec![route],
-            }),
-        )
+        check_flags(flags)?;
+        let vt = callbacks::task_vtable(vtable)?;
+        let route = Route::new(flags);
+        let env = callbacks::define_tasks(name, rows.clone(), vt, owner.clone(), &route)?;
+        let (name, r) = (name.to_string(), route.clone());
+        let factory: Factory =
+            Arc::new(move || callbacks::define_tasks(&name, rows.clone(), vt, owner.clone(), &r));
+        out_param(out, boxed(env_handle(env, vec![route], factory)))
     })
 }
 
@@ -270,14 +302,21 @@ pub unsafe extern "C" fn nenyax_env_define_stateful(
     let owner = callbacks::UserData::new(user_data, free_user_data);
     boundary(move || {
         let name = str_arg(name, name_len, "name")?;
-        let (env, route) = callbacks::define_stateful(name, vtable, owner, flags, max_steps)?;
-        out_param(
-            out,
-            boxed(nenyax_env_t {
-                env,
-                routes: vec![route],
-            }),
-        )
+        check_flags(flags)?;
+        let vt = callbacks::state_vtable(vtable)?;
+        let route = Route::new(flags);
+        let env = callbacks::define_stateful(name, vt, owner.clone(), &route, max_steps);
+        let (name, r) = (name.to_string(), route.clone());
+        let factory: Factory = Arc::new(move || {
+            Ok(callbacks::define_stateful(
+                &name,
+                vt,
+                owner.clone(),
+                &r,
+                max_steps,
+            ))
+        });
+        out_param(out, boxed(env_handle(env, vec![route], factory)))
     })
 }
 
@@ -374,13 +413,18 @@ pub unsafe extern "C" fn nenyax_env_with_judge(
     boundary(|| {
         let env = env_ref(env)?;
         let spec = str_arg(judge_json, judge_len, "judge_json")?;
+        serde_json::from_str::<Value>(spec).map_err(|e| json_err("judge_json", &e))?;
         let judge = nenyax_core::judges::judge_from_json(spec)?;
-        let judged = nenyax_core::with_judge(env.env.clone(), judge);
+        let judged = nenyax_core::with_judge(env.env.clone(), judge.clone());
+        let factory = env.factory.clone().map(|inner| -> Factory {
+            Arc::new(move || Ok(nenyax_core::with_judge(inner()?, judge.clone())))
+        });
         out_param(
             out,
             boxed(nenyax_env_t {
                 env: judged,
                 routes: env.routes.clone(),
+                factory,
             }),
         )
     })
@@ -411,6 +455,7 @@ pub unsafe extern "C" fn nenyax_env_rollout(
     boundary(|| {
         let env = env_ref(env)?;
         let policy = policy_ref(policy)?;
+        need_out(out)?;
         let o: RolloutJson = options(options_json, options_len, "options_json")?;
         let traj = env.env.rollout(
             &policy.policy,
@@ -442,9 +487,9 @@ fn check_options(o: CheckJson) -> CheckOptions {
     }
 }
 
-/// Run conformance on a loaded environment; the report as JSON {env_id, mode, tier, checks}.
-/// Options (may be NULL): {"samples": 8, "threads": 2}. Without a URI there is no fresh
-/// instance, so `reproducible_fresh` is skipped; use nenyax_check_uri for the full suite.
+/// Run conformance on an environment handle; the report as JSON {env_id, mode, tier, checks}.
+/// Options (may be NULL): {"samples": 8, "threads": 2}. Fresh instances for the
+/// reproducibility check are rebuilt the way the handle was made (URI, spec or callbacks).
 #[no_mangle]
 pub unsafe extern "C" fn nenyax_env_check(
     env: *const nenyax_env_t,
@@ -458,7 +503,14 @@ pub unsafe extern "C" fn nenyax_env_check(
         let (tx, rx) = crossbeam_channel::unbounded();
         opts.caller = Some(rx);
         let _bound = bind(&env.routes, tx);
-        let report = check(&env.env, None, &opts);
+        let factory = env.factory.clone();
+        let fresh = move || match &factory {
+            Some(f) => f(),
+            None => Err(nenyax_core::Error::Config(
+                "no way to build a fresh instance".into(),
+            )),
+        };
+        let report = check(&env.env, Some(&fresh), &opts);
         out_param(out, json_out(&report))
     })
 }
@@ -529,6 +581,7 @@ pub unsafe extern "C" fn nenyax_session_act(
         let s = session
             .as_mut()
             .ok_or_else(|| invalid("session is NULL".into()))?;
+        need_out(out)?;
         let text = str_arg(action_json, action_len, "action_json")?;
         let action: Value = serde_json::from_str(text).map_err(|e| json_err("action_json", &e))?;
         let step = s.session.act(action)?;
@@ -588,6 +641,7 @@ pub unsafe extern "C" fn nenyax_policy_new(
 ) -> *mut nenyax_error_t {
     let owner = callbacks::UserData::new(user_data, free_user_data);
     boundary(move || {
+        check_flags(flags)?;
         let (policy, route) = callbacks::policy(vtable, owner, flags)?;
         out_param(
             out,
@@ -636,13 +690,19 @@ pub unsafe extern "C" fn nenyax_policy_free(policy: *mut nenyax_policy_t) {
 // ---------------------------------------------------------------------------------------------
 // batches
 
-/// A runner with its own pool of `threads` workers (0: one per core, or NENYAX_NUM_THREADS).
+/// A runner with its own pool of `threads` workers (0: one per core, or NENYAX_NUM_THREADS;
+/// at most NENYAX_MAX_THREADS).
 #[no_mangle]
 pub unsafe extern "C" fn nenyax_runner_new(
     threads: usize,
     out: *mut *mut nenyax_runner_t,
 ) -> *mut nenyax_error_t {
     boundary(|| {
+        if threads > NENYAX_MAX_THREADS {
+            return Err(invalid(format!(
+                "threads = {threads} is more than this library allows ({NENYAX_MAX_THREADS}); use 0 for one per core"
+            )));
+        }
         let runner = Runner::new(threads)?.progress(false);
         out_param(out, boxed(nenyax_runner_t { runner }))
     })
@@ -736,10 +796,10 @@ pub unsafe extern "C" fn nenyax_runner_run(
                 o.max_steps,
                 Some(&rx),
                 |i, traj| {
-                    let json = traj.to_json();
                     match sink {
                         Some(f) => {
-                            let rc = f(sink_user_data, i, json.as_ptr().cast(), json.len());
+                            let json = callbacks::CText::new(traj.to_json());
+                            let rc = f(sink_user_data, i, json.ptr(), json.len());
                             if rc != 0 {
                                 stopped = Some(format!(
                             "the trajectory sink returned {rc} at job {i}; the batch was stopped"
@@ -753,7 +813,7 @@ pub unsafe extern "C" fn nenyax_runner_run(
                             if i > 0 {
                                 collected.push(',');
                             }
-                            collected.push_str(&json);
+                            collected.push_str(&traj.to_json());
                         }
                     }
                     Ok(())

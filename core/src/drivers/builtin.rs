@@ -271,10 +271,11 @@ impl Environment for Arithmetic {
     fn open(&self, task: Option<&TaskRef>, seed: Option<i64>) -> Result<Box<dyn Episode>> {
         let index = task_index(&self.manifest.id, self.gen.size, task, seed)?;
         let p = self.gen.problem(index);
-        // Reuse the caller's task (already built by tasks()) rather than formatting it again.
+        // Reuse the caller's task when it is one tasks() built (it has the prompt and answer)
+        // rather than formatting it again; a task named by id alone is rebuilt.
         let task = match task {
-            Some(t) => t.clone(),
-            None => Gen::task_of(index, &p),
+            Some(t) if t.prompt.is_some() && t.metadata.contains_key("answer") => t.clone(),
+            _ => Gen::task_of(index, &p),
         };
         let mut obs = Observation::text(task.prompt.clone().unwrap_or_else(|| Gen::prompt(&p)));
         obs.data = json!({"expression": p.expression});
@@ -580,6 +581,10 @@ mod tests {
             );
             assert_eq!(env.rollout(&null, &opts).score(), Some(0.0));
         }
+        // A task named by id alone is played and recorded in full.
+        let t = env.rollout(&oracle, &RolloutOptions::new(Some(TaskRef::new("3")), None));
+        assert_eq!(t.score(), Some(1.0));
+        assert_eq!(t.task.unwrap(), env.tasks(None).unwrap()[3]);
     }
 
     #[test]

@@ -1,0 +1,5 @@
+//go:build !nenyax_debug
+
+package nenyax
+
+func debugGC() {}

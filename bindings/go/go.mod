@@ -1,0 +1,3 @@
+module github.com/nenyax/nenyax/bindings/go
+
+go 1.22

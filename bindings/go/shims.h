@@ -1,0 +1,18 @@
+/* C side of the Go callbacks: trampolines with the exact nenyax.h signatures, which forward to
+ * the //export-ed Go functions in callbacks.go. user_data is a runtime/cgo.Handle (never 0). */
+#ifndef NENYAX_GO_SHIMS_H
+#define NENYAX_GO_SHIMS_H
+
+#include <stdint.h>
+#include "nenyax.h"
+
+/* nenyax_policy_new with the Go trampolines (act, or chat when `chat` is non-zero), the handle as
+ * user_data, and flags 0 (not NENYAX_THREAD_SAFE). */
+nenyax_error_t *nenyax_go_policy_new(int chat, uintptr_t handle, nenyax_policy_t **out);
+
+/* nenyax_runner_run with the Go trajectory sink when `sink` is non-zero. */
+nenyax_error_t *nenyax_go_runner_run(const nenyax_runner_t *runner, const nenyax_env_t *env,
+                                     const nenyax_policy_t *policy, const char *options_json,
+                                     size_t options_len, uintptr_t sink, nenyax_string_t *out);
+
+#endif

@@ -1,0 +1,149 @@
+# The C acceptance sequence (ffi/tests/c/test_acceptance.c) through Nenyax.jl: load, 64
+# rollouts in parallel with a Julia policy, every score 1.0, the conformance tier, close.
+# Run with: NENYAX_LIB=/path/to/target/release/libnenyax.so julia --project=bindings/julia -e 'using Pkg; Pkg.test()'
+
+using Nenyax
+using Test
+
+# Without a JSON dependency: the fields these tests need, read from the library's JSON (whose
+# field order is fixed by the contract types).
+score_of(traj::String) =
+    (m = match(r"\"judgment\":\{\"score\":([-+0-9.eE]+)", traj); m === nothing ? NaN : parse(Float64, m[1]))
+error_of(traj::String) =
+    (m = match(r"\"error\":\"((?:[^\"\\]|\\.)*)\"", traj); m === nothing ? nothing : String(m[1]))
+tier_of(report::String) = match(r"\"tier\":\"(\w+)\"", report)[1]
+
+# Answer an arithmetic observation: {"data":{"expression":"46 + 12"},...}.
+function answer(obs::String)
+    m = match(r"\"expression\":\"(-?\d+) ([-+*]) (-?\d+)\"", obs)
+    m === nothing && error("no expression in $obs")
+    a, op, b = parse(Int, m[1]), m[2], parse(Int, m[3])
+    x = op == "+" ? a + b : op == "-" ? a - b : a * b
+    return "\"<answer>$(x)</answer>\""   # the action: a JSON string
+end
+
+@testset "Nenyax" begin
+    @testset "version" begin
+        @test Nenyax.version() == Nenyax.HEADER_VERSION
+        @test Nenyax.version_number() == Nenyax.HEADER_VERSION_NUMBER
+        @test Nenyax.protocol_version() == "0.1"
+    end
+
+    @testset "acceptance" begin
+        env = Nenyax.load("builtin:arithmetic")
+        @test occursin("\"id\":\"builtin:arithmetic\"", Nenyax.manifest(env))
+        @test startswith(Nenyax.tasks(env; limit = 2), "[{\"id\":\"0\"")
+
+        calls = Ref(0)
+        thread = Threads.threadid()
+        same_thread = Ref(true)
+        policy = Nenyax.action_policy() do obs
+            calls[] += 1
+            same_thread[] &= Threads.threadid() == thread
+            answer(obs)
+        end
+        runner = Nenyax.Runner(2)
+        @test Nenyax.threads(runner) == 2
+
+        trajectories = run(runner, env, policy; n = 64)
+        @test length(trajectories) == 64
+        @test all(t -> score_of(t) == 1.0, trajectories)
+        @test all(t -> error_of(t) === nothing, trajectories)
+        @test calls[] == 64
+        @test same_thread[]   # the Julia function ran on the calling thread only
+
+        one = Nenyax.rollout(env, policy; options = "{\"seed\": 3}")
+        @test score_of(one) == 1.0
+
+        @test tier_of(Nenyax.check_uri("builtin:arithmetic")) == "audited"
+        # Without a URI reproducible_fresh is skipped, which stops the tier at "evaluable".
+        @test tier_of(Nenyax.check(env; options = "{\"samples\": 4}")) == "evaluable"
+
+        close(runner)
+        close(policy)
+        close(env)
+        close(env)   # idempotent
+        @test_throws NenyaxError Nenyax.manifest(env)
+    end
+
+    @testset "errors" begin
+        e = try
+            Nenyax.load("builtin:arithmetic?sise=3")
+        catch err
+            err
+        end
+        @test e isa NenyaxError
+        @test e.status == Nenyax.STATUS_UNKNOWN_PARAMETER
+        @test occursin("did you mean `size`", e.message)
+        for (uri, status) in (("nope", Nenyax.STATUS_INVALID_URI),
+                              ("warp:drive", Nenyax.STATUS_UNKNOWN_SCHEME),
+                              ("builtin:nothing", Nenyax.STATUS_UNKNOWN_TARGET),
+                              ("builtin:arithmetic?size=-3", Nenyax.STATUS_INVALID_PARAMETER))
+            err = try
+                Nenyax.load(uri)
+            catch x
+                x
+            end
+            @test err isa NenyaxError && err.status == status
+        end
+        env = Nenyax.load("builtin:arithmetic")
+        err = try
+            Nenyax.with_judge(env, "{\"type\": \"telepathy\"}")
+        catch x
+            x
+        end
+        @test err isa NenyaxError && err.status == Nenyax.STATUS_CONFIG
+        close(env)
+    end
+
+    @testset "a throwing policy fails only its episode" begin
+        env = Nenyax.load("builtin:arithmetic")
+        policy = Nenyax.action_policy() do obs
+            occursin("\"task_id\":\"3\"", obs) && error("boom at task 3")
+            answer(obs)
+        end
+        trajectories = run(Nenyax.Runner(2), env, policy; n = 8)
+        for (i, t) in enumerate(trajectories)
+            if i == 4   # job 3
+                @test occursin("boom at task 3", something(error_of(t), ""))
+            else
+                @test score_of(t) == 1.0
+            end
+        end
+        close(policy)
+        close(env)
+    end
+
+    @testset "define, reference policy, chat policy, judge" begin
+        env = Nenyax.define("""{"name": "caps", "judge": {"type": "contains"},
+            "tasks": [{"prompt": "Capital of Kenya?", "answer": "Nairobi"}]}""")
+        @test occursin("\"id\":\"defined:caps\"", Nenyax.manifest(env))
+        ref = Nenyax.reference_policy(env)
+        @test score_of(Nenyax.rollout(env, ref)) == 1.0
+        chat = Nenyax.chat_policy(messages -> occursin("Kenya", messages) ? "Nairobi." : "?")
+        @test score_of(Nenyax.rollout(env, chat)) == 1.0
+        close(chat)
+        close(ref)
+        close(env)
+
+        arith = Nenyax.load("builtin:arithmetic")
+        bare = Nenyax.action_policy(obs -> replace(answer(obs), r"</?answer>" => ""))
+        judged = Nenyax.with_judge(arith, "{\"type\": \"numeric\", \"extract\": \"last_number\"}")
+        @test score_of(Nenyax.rollout(arith, bare)) == 0.0
+        @test score_of(Nenyax.rollout(judged, bare)) == 1.0
+        close(judged)
+        close(bare)
+        close(arith)
+    end
+
+    @testset "finalizers" begin
+        for _ in 1:10
+            env = Nenyax.load("builtin:arithmetic?size=5")
+            policy = Nenyax.action_policy(answer)
+            run(Nenyax.Runner(1), env, policy; n = 2)
+        end
+        GC.gc()
+        GC.gc()
+        @test true   # no crash
+    end
+end
