@@ -9,7 +9,12 @@
 //!   closure that looks the answer up by prompt), which adds the messages and the recorded,
 //!   OpenAI-shaped model call to every trajectory;
 //! - `json/{to_json,from_json}/{action,chat}`: `Trajectory::to_json` / `Trajectory::from_json`
-//!   over 1000 trajectories (elements/s = trajectories/s).
+//!   over 1000 trajectories (elements/s = trajectories/s);
+//! - `ffi_equivalent/{serial_json,runner_json/{1,2}}`: the work the C ABI does for a batch
+//!   (`nenyax_env_rollout` in a loop, `nenyax_runner_run` with a sink), in Rust, inside the timed
+//!   region: planning the jobs, serialising every trajectory with `to_json` and dropping it as it
+//!   arrives. `benches/ffi_compare.sh` sets these next to `benches/ffi_overhead.c`, so that the
+//!   difference is the C boundary alone.
 //!
 //! Inputs (task clones, job lists, JSON lines) are built outside the timed region and the
 //! returned trajectories are dropped outside it, so the figures cover the rollouts only.
@@ -174,5 +179,54 @@ fn bench_json(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_rollouts, bench_json);
+/// What `nenyax_env_rollout` (in a loop) and `nenyax_runner_run` with a sink do, minus the C
+/// boundary: everything inside the timed region, as on the C side (benches/ffi_overhead.c).
+fn bench_ffi_equivalent(c: &mut Criterion) {
+    let s = setup();
+    let mut group = c.benchmark_group("ffi_equivalent");
+    group
+        .throughput(Throughput::Elements(BATCH as u64))
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
+    // nenyax_env_rollout(env, oracle, {"seed": i}): the env builds task i from the seed; the
+    // trajectory is serialised and then dropped.
+    let serial = || {
+        (0..BATCH)
+            .map(|i| {
+                let t = s
+                    .env
+                    .rollout(&s.oracle, &RolloutOptions::new(None, Some(i as i64)));
+                black_box(t.to_json()).len()
+            })
+            .sum::<usize>()
+    };
+    assert!(serial() > 0);
+    group.bench_function("serial_json", |b| b.iter(serial));
+    for threads in [1usize, 2] {
+        let runner = Runner::new(threads).expect("runner").progress(false);
+        // nenyax_runner_run(..., {"n": 1000, "seed": 0}, sink): plan, run, and on the calling
+        // thread serialise each trajectory and drop it as it arrives.
+        let batch = || {
+            let jobs = plan(s.env.as_ref(), BATCH, 0).expect("plan");
+            let mut bytes = 0usize;
+            runner
+                .run(&s.env, black_box(&s.oracle), jobs, None, |_, t| {
+                    bytes += black_box(t.to_json()).len();
+                    Ok(())
+                })
+                .expect("run");
+            bytes
+        };
+        assert!(batch() > 0);
+        group.bench_with_input(
+            BenchmarkId::new("runner_json", threads),
+            &threads,
+            |b, _| b.iter(batch),
+        );
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_rollouts, bench_json, bench_ffi_equivalent);
 criterion_main!(benches);

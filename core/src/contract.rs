@@ -810,6 +810,11 @@ pub(crate) fn fresh_id() -> u64 {
     crate::rng::splitmix64(salt ^ COUNTER.fetch_add(1, Ordering::Relaxed))
 }
 
+/// A short rendering of a JSON value for error messages (at most 120 characters).
+pub fn preview_json(v: &Value) -> String {
+    preview(v)
+}
+
 /// A short rendering of a JSON value for error messages.
 pub(crate) fn preview(v: &Value) -> String {
     let s = v.to_string();

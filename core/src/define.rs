@@ -459,6 +459,19 @@ pub fn from_json_spec(json: &str, base_dir: &Path) -> Result<Arc<dyn Environment
         judge: Option<JudgeSpec>,
     }
     let file = "<json spec>";
+    if let Ok(v) = serde_json::from_str::<Value>(json) {
+        if !v.is_object() {
+            return Err(Error::Define {
+                file: file.into(),
+                line: 1,
+                field: "spec".into(),
+                message: format!(
+                    "a define spec must be a JSON object with `tasks` or `tasks_file`, got {}",
+                    crate::contract::preview(&v)
+                ),
+            });
+        }
+    }
     let spec: DefineJson = serde_json::from_str(json).map_err(|e| Error::Define {
         file: file.into(),
         line: e.line(),

@@ -633,8 +633,17 @@ impl Default for JudgeSpec {
 
 /// Parse a judge spec from JSON, naming what does not fit.
 pub fn judge_from_json(json: &str) -> Result<Arc<dyn Judge>> {
-    let spec: JudgeSpec =
+    let value: Value =
         serde_json::from_str(json).map_err(|e| Error::Config(format!("judge spec: {e}")))?;
+    // Serde would read an array positionally into the struct; a spec is always an object.
+    if !value.is_object() {
+        return Err(Error::Config(format!(
+            "judge spec must be a JSON object like {{\"type\": \"exact\"}}, got {}",
+            crate::contract::preview_json(&value)
+        )));
+    }
+    let spec: JudgeSpec =
+        serde_json::from_value(value).map_err(|e| Error::Config(format!("judge spec: {e}")))?;
     Ok(judge_from_spec(&spec)?.0)
 }
 

@@ -161,7 +161,7 @@ impl Runner {
             // Tasks that must run on this (the calling) thread, e.g. callbacks into a host
             // language that cannot be entered from foreign threads; never ready without one.
             let never = crossbeam_channel::never();
-            let caller = caller.unwrap_or(&never);
+            let mut caller = caller.unwrap_or(&never);
             loop {
                 let (i, traj) = crossbeam_channel::select! {
                     recv(done_rx) -> msg => match msg {
@@ -170,8 +170,10 @@ impl Runner {
                         Err(_) => break,
                     },
                     recv(caller) -> task => {
-                        if let Ok(task) = task {
-                            task();
+                        match task {
+                            Ok(task) => task(),
+                            // No sender is left: stop polling it, or this loop would spin.
+                            Err(_) => caller = &never,
                         }
                         continue;
                     }

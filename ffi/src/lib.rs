@@ -154,8 +154,21 @@ unsafe fn options<T: for<'de> Deserialize<'de> + Default>(
 ) -> FfiResult<T> {
     match opt_str_arg(ptr, len, what)? {
         None => Ok(T::default()),
-        Some(s) => serde_json::from_str(s).map_err(|e| json_err(what, &e)),
+        Some(s) => from_json_object(s, what),
     }
+}
+
+/// Parse a JSON object into `T`. Serde would also read a JSON array positionally into a
+/// struct (`[3, 7]` as n = 3, seed = 7), which no caller means, so only objects are accepted.
+fn from_json_object<T: for<'de> Deserialize<'de>>(s: &str, what: &str) -> FfiResult<T> {
+    let v: Value = serde_json::from_str(s).map_err(|e| json_err(what, &e))?;
+    if !v.is_object() {
+        return Err(invalid(format!(
+            "{what} must be a JSON object, got {}",
+            nenyax_core::contract::preview_json(&v)
+        )));
+    }
+    serde_json::from_value(v).map_err(|e| json_err(what, &e))
 }
 
 unsafe fn env_ref<'a>(env: *const nenyax_env_t) -> FfiResult<&'a nenyax_env_t> {
@@ -663,8 +676,7 @@ pub unsafe extern "C" fn nenyax_policy_endpoint(
 ) -> *mut nenyax_error_t {
     boundary(|| {
         let text = str_arg(options_json, options_len, "options_json")?;
-        let spec: EndpointSpec =
-            serde_json::from_str(text).map_err(|e| json_err("options_json", &e))?;
+        let spec: EndpointSpec = from_json_object(text, "options_json")?;
         let policy = Policy::chat(spec.build()?);
         out_param(
             out,

@@ -1,0 +1,636 @@
+// nenyax.hpp: a header-only C++17 RAII wrapper over the C ABI of Nenyax (include/nenyax.h).
+// Apache-2.0.
+//
+// Quick start
+//
+//     #include <nenyax.hpp>
+//
+//     auto env = nenyax::Env::load("builtin:arithmetic?size=100");
+//     auto policy = nenyax::Policy::action([](std::string_view observation_json) {
+//         return std::string("\"<answer>42</answer>\"");   // the action, as JSON
+//     });
+//     nenyax::Runner runner;                                // one worker per core
+//     for (const std::string& trajectory : runner.run(env, policy, R"({"n": 64})")) { ... }
+//
+// Conventions
+//
+// - JSON stays JSON. Manifests, tasks, observations, actions, steps, judgments, trajectories,
+//   reports and options cross as UTF-8 JSON text (std::string / std::string_view) with the field
+//   names of docs/protocol.md. This header depends on nothing but the standard library and
+//   nenyax.h: parse with the JSON library of your choice (nlohmann/json, simdjson, RapidJSON,
+//   boost::json...). Options are optional: an empty string_view means "defaults".
+// - Errors. Every library call that can fail throws nenyax::Error (a std::runtime_error) with
+//   the library's message as what() and the stable nenyax_status_t as status(); the C error
+//   object is freed before the throw. A failed *episode* is not an error: its trajectory
+//   carries the message in "error".
+// - Ownership. Env, Policy, Session and Runner own one C handle each; they are move-only, and
+//   a moved-from object is empty: safe to destroy or assign to, and any other call on it throws
+//   nenyax::Error(NENYAX_STATUS_INVALID_ARGUMENT). Handles may be destroyed in any order (a
+//   policy made from an environment outlives it). Strings returned by the library are copied
+//   into std::string and the C string is freed at once.
+// - Callbacks. The std::function of a callback policy or environment is moved to the heap and
+//   owned by the library, which frees it (free_user_data) when the last handle using it goes.
+//   A C++ exception never crosses the C boundary: an exception escaping a policy or
+//   environment callback fails that episode only, with the exception's what() in the
+//   trajectory's "error" ("action callback failed with status 1: <what()>"); an exception
+//   escaping a trajectory sink stops the batch and is rethrown, as is, from Runner::run.
+//   The std::string_view arguments a callback receives are valid only during the call: copy
+//   what you keep.
+// - Threads. const member functions may run concurrently on one object (e.g. several threads
+//   sharing an Env); a Session needs exclusive access. Callbacks made with thread_safe = false
+//   (the default) only ever run on the thread that called Runner::run / Env::check /
+//   Env::rollout, one at a time, while the environments step in parallel; with
+//   thread_safe = true they run on the library's worker threads, concurrently, so they must be
+//   safe for that. A non-thread-safe callback object must not be used by two host threads'
+//   batches at the same time.
+
+#ifndef NENYAX_HPP
+#define NENYAX_HPP
+
+#include <nenyax.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace nenyax {
+
+// An error reported by the library (or by this wrapper for a misuse, e.g. an empty callback).
+class Error : public std::runtime_error {
+ public:
+  Error(nenyax_status_t status, const std::string& message)
+      : std::runtime_error(message), status_(status) {}
+
+  // The stable status code (see nenyax_status_t in nenyax.h).
+  nenyax_status_t status() const noexcept { return status_; }
+
+ private:
+  nenyax_status_t status_;
+};
+
+// The name of a status code, e.g. "NENYAX_STATUS_UNKNOWN_SCHEME" (for logs and messages).
+inline const char* status_name(nenyax_status_t status) noexcept {
+  switch (status) {
+    case NENYAX_STATUS_OK: return "NENYAX_STATUS_OK";
+    case NENYAX_STATUS_INVALID_ARGUMENT: return "NENYAX_STATUS_INVALID_ARGUMENT";
+    case NENYAX_STATUS_INVALID_URI: return "NENYAX_STATUS_INVALID_URI";
+    case NENYAX_STATUS_UNKNOWN_SCHEME: return "NENYAX_STATUS_UNKNOWN_SCHEME";
+    case NENYAX_STATUS_DRIVER_UNAVAILABLE: return "NENYAX_STATUS_DRIVER_UNAVAILABLE";
+    case NENYAX_STATUS_UNKNOWN_TARGET: return "NENYAX_STATUS_UNKNOWN_TARGET";
+    case NENYAX_STATUS_UNKNOWN_PARAMETER: return "NENYAX_STATUS_UNKNOWN_PARAMETER";
+    case NENYAX_STATUS_INVALID_PARAMETER: return "NENYAX_STATUS_INVALID_PARAMETER";
+    case NENYAX_STATUS_UNSUPPORTED: return "NENYAX_STATUS_UNSUPPORTED";
+    case NENYAX_STATUS_POLICY_MISMATCH: return "NENYAX_STATUS_POLICY_MISMATCH";
+    case NENYAX_STATUS_POLICY: return "NENYAX_STATUS_POLICY";
+    case NENYAX_STATUS_INVALID_ACTION: return "NENYAX_STATUS_INVALID_ACTION";
+    case NENYAX_STATUS_ENVIRONMENT: return "NENYAX_STATUS_ENVIRONMENT";
+    case NENYAX_STATUS_NON_FINITE_SCORE: return "NENYAX_STATUS_NON_FINITE_SCORE";
+    case NENYAX_STATUS_JUDGE: return "NENYAX_STATUS_JUDGE";
+    case NENYAX_STATUS_DEFINE: return "NENYAX_STATUS_DEFINE";
+    case NENYAX_STATUS_ENDPOINT: return "NENYAX_STATUS_ENDPOINT";
+    case NENYAX_STATUS_PROTOCOL: return "NENYAX_STATUS_PROTOCOL";
+    case NENYAX_STATUS_CONFIG: return "NENYAX_STATUS_CONFIG";
+    case NENYAX_STATUS_IO: return "NENYAX_STATUS_IO";
+    case NENYAX_STATUS_CALLBACK: return "NENYAX_STATUS_CALLBACK";
+    case NENYAX_STATUS_PANIC: return "NENYAX_STATUS_PANIC";
+  }
+  return "NENYAX_STATUS_<unknown>";
+}
+
+// Library version ("0.1.0"), a static string.
+inline std::string_view version() noexcept { return nenyax_version(); }
+
+// Library version as MAJOR*1000000 + MINOR*1000 + PATCH; compare with NENYAX_VERSION_NUMBER.
+inline std::uint32_t version_number() noexcept { return nenyax_version_number(); }
+
+// Contract version ("0.1").
+inline std::string_view protocol_version() noexcept { return nenyax_protocol_version(); }
+
+// An observation (JSON) -> action (JSON) callback.
+using ActionFn = std::function<std::string(std::string_view observation_json)>;
+// A conversation (JSON array of OpenAI-shaped messages) -> reply text (plain, not JSON).
+using ChatFn = std::function<std::string(std::string_view messages_json)>;
+// Receives each trajectory (JSON) of a batch, in job order, on the calling thread.
+using TrajectoryFn = std::function<void(std::size_t index, std::string_view trajectory_json)>;
+// Scores a reply (plain text) for a task row (JSON object); must return a finite number.
+using ScoreFn = std::function<double(std::string_view task_json, std::string_view reply)>;
+// The reply an oracle gives for a task row (plain text); throw when there is none.
+using ReferenceFn = std::function<std::string(std::string_view task_json)>;
+
+// What a stateful environment's step returns.
+struct StepResult {
+  std::string state;   // the next state (JSON)
+  double reward = 0.0;
+  bool done = false;   // the episode ended
+};
+
+// The callbacks of a multi-turn environment over a JSON state (see Env::define_stateful).
+struct StateCallbacks {
+  // seed -> initial state (JSON).
+  std::function<std::string(std::int64_t seed)> reset;
+  // state (JSON) -> what the policy sees (JSON; a JSON string becomes text).
+  std::function<std::string(std::string_view state_json)> observe;
+  // state, action (JSON) -> next state, reward, done.
+  std::function<StepResult(std::string_view state_json, std::string_view action_json)> step;
+};
+
+namespace detail {
+
+struct ErrorFree {
+  void operator()(nenyax_error_t* e) const noexcept { nenyax_error_free(e); }
+};
+
+// Throw a C error as nenyax::Error (freeing it); NULL is success.
+inline void check(nenyax_error_t* raw) {
+  if (raw == nullptr) return;
+  std::unique_ptr<nenyax_error_t, ErrorFree> e(raw);
+  std::size_t len = 0;
+  const char* msg = nenyax_error_message(e.get(), &len);
+  const nenyax_status_t status = nenyax_error_code(e.get());
+  std::string text(msg, len);
+  e.reset();
+  throw Error(status, text);
+}
+
+// An out-parameter string, freed when the guard goes (also when copying it throws).
+struct StringOut {
+  nenyax_string_t s{nullptr, 0};
+  StringOut() = default;
+  StringOut(const StringOut&) = delete;
+  StringOut& operator=(const StringOut&) = delete;
+  ~StringOut() { nenyax_string_free(&s); }
+  std::string take() {
+    std::string out = s.ptr ? std::string(s.ptr, s.len) : std::string();
+    nenyax_string_free(&s);
+    return out;
+  }
+};
+
+// Call a function `f(nenyax_string_t *out)` returning an error; the string, copied.
+template <typename F>
+std::string string_call(F&& f) {
+  StringOut out;
+  check(f(&out.s));
+  return out.take();
+}
+
+inline const char* data_or_null(std::string_view s) noexcept {
+  return s.empty() ? nullptr : s.data();
+}
+
+inline void reply_message(nenyax_reply_t* reply, const char* message) noexcept {
+  if (message == nullptr) message = "";
+  nenyax_reply_set(reply, message, std::char_traits<char>::length(message));
+}
+
+inline bool reply_text(nenyax_reply_t* reply, const std::string& text) noexcept {
+  return nenyax_reply_set(reply, text.data(), text.size());
+}
+
+// Run `body` (which writes a reply); map a C++ exception to a failed callback with its what().
+template <typename Body>
+std::int32_t guarded(nenyax_reply_t* reply, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    reply_message(reply, e.what());
+  } catch (...) {
+    reply_message(reply, "a C++ callback threw an exception that is not a std::exception");
+  }
+  return 1;
+}
+
+template <typename T>
+void delete_user_data(void* p) noexcept {
+  delete static_cast<T*>(p);
+}
+
+inline std::int32_t act_trampoline(void* user_data, const char* observation, std::size_t len,
+                                   nenyax_reply_t* reply) noexcept {
+  return guarded(reply, [&]() -> std::int32_t {
+    const auto& fn = *static_cast<const ActionFn*>(user_data);
+    return reply_text(reply, fn(std::string_view(observation, len))) ? 0 : 2;
+  });
+}
+
+inline std::int32_t chat_trampoline(void* user_data, const char* messages, std::size_t len,
+                                    nenyax_reply_t* reply) noexcept {
+  return guarded(reply, [&]() -> std::int32_t {
+    const auto& fn = *static_cast<const ChatFn*>(user_data);
+    return reply_text(reply, fn(std::string_view(messages, len))) ? 0 : 2;
+  });
+}
+
+struct TaskCallbacks {
+  ScoreFn score;
+  ReferenceFn reference;
+};
+
+inline std::int32_t score_trampoline(void* user_data, const char* task, std::size_t task_len,
+                                     const char* reply_text_, std::size_t reply_len,
+                                     double* score_out, nenyax_reply_t* error) noexcept {
+  return guarded(error, [&]() -> std::int32_t {
+    const auto& cb = *static_cast<const TaskCallbacks*>(user_data);
+    *score_out = cb.score(std::string_view(task, task_len),
+                          std::string_view(reply_text_, reply_len));
+    return 0;
+  });
+}
+
+inline std::int32_t reference_trampoline(void* user_data, const char* task, std::size_t len,
+                                         nenyax_reply_t* reply) noexcept {
+  return guarded(reply, [&]() -> std::int32_t {
+    const auto& cb = *static_cast<const TaskCallbacks*>(user_data);
+    return reply_text(reply, cb.reference(std::string_view(task, len))) ? 0 : 2;
+  });
+}
+
+inline std::int32_t reset_trampoline(void* user_data, std::int64_t seed,
+                                     nenyax_reply_t* state_out) noexcept {
+  return guarded(state_out, [&]() -> std::int32_t {
+    const auto& cb = *static_cast<const StateCallbacks*>(user_data);
+    return reply_text(state_out, cb.reset(seed)) ? 0 : 2;
+  });
+}
+
+inline std::int32_t observe_trampoline(void* user_data, const char* state, std::size_t len,
+                                       nenyax_reply_t* observation_out) noexcept {
+  return guarded(observation_out, [&]() -> std::int32_t {
+    const auto& cb = *static_cast<const StateCallbacks*>(user_data);
+    return reply_text(observation_out, cb.observe(std::string_view(state, len))) ? 0 : 2;
+  });
+}
+
+inline std::int32_t step_trampoline(void* user_data, const char* state, std::size_t state_len,
+                                    const char* action, std::size_t action_len,
+                                    nenyax_reply_t* state_out, double* reward_out,
+                                    bool* done_out) noexcept {
+  return guarded(state_out, [&]() -> std::int32_t {
+    const auto& cb = *static_cast<const StateCallbacks*>(user_data);
+    StepResult r = cb.step(std::string_view(state, state_len),
+                           std::string_view(action, action_len));
+    if (!reply_text(state_out, r.state)) return 2;
+    *reward_out = r.reward;
+    *done_out = r.done;
+    return 0;
+  });
+}
+
+struct SinkContext {
+  const TrajectoryFn* fn;
+  std::exception_ptr error;
+};
+
+inline std::int32_t sink_trampoline(void* user_data, std::size_t index, const char* json,
+                                    std::size_t len) noexcept {
+  auto* ctx = static_cast<SinkContext*>(user_data);
+  if (ctx->error) return 1;
+  try {
+    (*ctx->fn)(index, std::string_view(json, len));
+    return 0;
+  } catch (...) {
+    ctx->error = std::current_exception();
+  }
+  return 1;  // stops the batch; Runner::run rethrows ctx->error
+}
+
+[[noreturn]] inline void empty_callback(const char* what) {
+  throw Error(NENYAX_STATUS_INVALID_ARGUMENT, std::string(what) + " is an empty std::function");
+}
+
+struct EnvFree {
+  void operator()(nenyax_env_t* p) const noexcept { nenyax_env_free(p); }
+};
+struct PolicyFree {
+  void operator()(nenyax_policy_t* p) const noexcept { nenyax_policy_free(p); }
+};
+struct SessionFree {
+  void operator()(nenyax_session_t* p) const noexcept { nenyax_session_free(p); }
+};
+struct RunnerFree {
+  void operator()(nenyax_runner_t* p) const noexcept { nenyax_runner_free(p); }
+};
+
+}  // namespace detail
+
+// A policy: a C++ callback (action or chat), an OpenAI-compatible endpoint, or an environment's
+// own reference / null policy (Env::reference_policy, Env::null_policy).
+class Policy {
+ public:
+  Policy() = default;  // empty
+
+  // A policy from an observation (JSON) -> action (JSON) function. The action must be JSON:
+  // return "\"<answer>4</answer>\"" for the text <answer>4</answer>, "42" for the number 42.
+  static Policy action(ActionFn fn, bool thread_safe = false) {
+    if (!fn) detail::empty_callback("Policy::action's function");
+    nenyax_policy_vtable_t vt{NENYAX_VTABLE_VERSION, &detail::act_trampoline, nullptr};
+    return make(vt, new ActionFn(std::move(fn)), &detail::delete_user_data<ActionFn>,
+                thread_safe);
+  }
+
+  // A chat policy from a messages (JSON array) -> reply text (plain UTF-8) function.
+  static Policy chat(ChatFn fn, bool thread_safe = false) {
+    if (!fn) detail::empty_callback("Policy::chat's function");
+    nenyax_policy_vtable_t vt{NENYAX_VTABLE_VERSION, nullptr, &detail::chat_trampoline};
+    return make(vt, new ChatFn(std::move(fn)), &detail::delete_user_data<ChatFn>, thread_safe);
+  }
+
+  // An OpenAI-compatible endpoint: {"base_url", "model", "api_key_env", "timeout_s", "retries",
+  // "backoff_s", "params"}.
+  static Policy endpoint(std::string_view options_json) {
+    nenyax_policy_t* out = nullptr;
+    detail::check(nenyax_policy_endpoint(options_json.data(), options_json.size(), &out));
+    return adopt(out);
+  }
+
+  // Take ownership of a raw handle (e.g. from a C API call).
+  static Policy adopt(nenyax_policy_t* handle) noexcept {
+    Policy p;
+    p.h_.reset(handle);
+    return p;
+  }
+
+  Policy(Policy&&) noexcept = default;
+  Policy& operator=(Policy&&) noexcept = default;
+  Policy(const Policy&) = delete;
+  Policy& operator=(const Policy&) = delete;
+
+  const nenyax_policy_t* get() const noexcept { return h_.get(); }
+  nenyax_policy_t* release() noexcept { return h_.release(); }
+  explicit operator bool() const noexcept { return h_ != nullptr; }
+
+ private:
+  static Policy make(const nenyax_policy_vtable_t& vt, void* user_data, nenyax_free_fn free_fn,
+                     bool thread_safe) {
+    nenyax_policy_t* out = nullptr;
+    // From this call on the library owns user_data and frees it, also when the call fails.
+    detail::check(nenyax_policy_new(&vt, user_data, free_fn,
+                                    thread_safe ? NENYAX_THREAD_SAFE : 0u, &out));
+    return adopt(out);
+  }
+
+  std::unique_ptr<nenyax_policy_t, detail::PolicyFree> h_;
+};
+
+// A live step-mode episode (Env::session). Not thread-safe: use from one thread at a time.
+class Session {
+ public:
+  Session() = default;  // empty
+
+  static Session adopt(nenyax_session_t* handle) noexcept {
+    Session s;
+    s.h_.reset(handle);
+    return s;
+  }
+
+  Session(Session&&) noexcept = default;
+  Session& operator=(Session&&) noexcept = default;
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // The current observation (JSON).
+  std::string observation() const {
+    return detail::string_call(
+        [&](nenyax_string_t* out) { return nenyax_session_observation(h_.get(), out); });
+  }
+
+  // Apply an action (JSON, e.g. "\"<answer>4</answer>\"" or "42"); the Step (JSON).
+  std::string act(std::string_view action_json) {
+    return detail::string_call([&](nenyax_string_t* out) {
+      return nenyax_session_act(h_.get(), action_json.data(), action_json.size(), out);
+    });
+  }
+
+  // True once the episode terminated or was truncated (false for an empty session).
+  bool done() const noexcept { return nenyax_session_done(h_.get()); }
+
+  // The episode's Judgment so far (JSON).
+  std::string judgment() const {
+    return detail::string_call(
+        [&](nenyax_string_t* out) { return nenyax_session_judgment(h_.get(), out); });
+  }
+
+  nenyax_session_t* get() const noexcept { return h_.get(); }
+  nenyax_session_t* release() noexcept { return h_.release(); }
+  explicit operator bool() const noexcept { return h_ != nullptr; }
+
+ private:
+  std::unique_ptr<nenyax_session_t, detail::SessionFree> h_;
+};
+
+// A loaded or defined environment. const member functions may run concurrently.
+class Env {
+ public:
+  Env() = default;  // empty
+
+  // Load by URI, e.g. "builtin:arithmetic?size=100".
+  static Env load(std::string_view uri) {
+    nenyax_env_t* out = nullptr;
+    detail::check(nenyax_env_load(uri.data(), uri.size(), &out));
+    return adopt(out);
+  }
+
+  // Define from a JSON spec: {"name", "description", "tasks": [{...}] or "tasks_file",
+  // "judge": {"type": "exact", ...}} (a tasks_file is read relative to the working directory).
+  static Env define(std::string_view spec_json) {
+    nenyax_env_t* out = nullptr;
+    detail::check(nenyax_env_define(spec_json.data(), spec_json.size(), &out));
+    return adopt(out);
+  }
+
+  // A one-turn environment over task rows (a JSON array of objects with a string "prompt"),
+  // scored by `score(task_json, reply)`; `reference` (optional) gives the oracle's reply.
+  static Env define_tasks(std::string_view name, std::string_view tasks_json, ScoreFn score,
+                          ReferenceFn reference = {}, bool thread_safe = false) {
+    if (!score) detail::empty_callback("Env::define_tasks's score function");
+    const bool has_reference = static_cast<bool>(reference);
+    nenyax_task_vtable_t vt{NENYAX_VTABLE_VERSION, &detail::score_trampoline,
+                            has_reference ? &detail::reference_trampoline : nullptr};
+    auto* user_data = new detail::TaskCallbacks{std::move(score), std::move(reference)};
+    nenyax_env_t* out = nullptr;
+    detail::check(nenyax_env_define_tasks(
+        name.data(), name.size(), tasks_json.data(), tasks_json.size(), &vt, user_data,
+        &detail::delete_user_data<detail::TaskCallbacks>, thread_safe ? NENYAX_THREAD_SAFE : 0u,
+        &out));
+    return adopt(out);
+  }
+
+  // A multi-turn environment over a JSON state; episodes end when step says done or after
+  // `max_steps` steps.
+  static Env define_stateful(std::string_view name, StateCallbacks callbacks,
+                             std::size_t max_steps, bool thread_safe = false) {
+    if (!callbacks.reset || !callbacks.observe || !callbacks.step)
+      detail::empty_callback("one of Env::define_stateful's reset, observe and step");
+    nenyax_state_vtable_t vt{NENYAX_VTABLE_VERSION, &detail::reset_trampoline,
+                             &detail::observe_trampoline, &detail::step_trampoline};
+    auto* user_data = new StateCallbacks(std::move(callbacks));
+    nenyax_env_t* out = nullptr;
+    detail::check(nenyax_env_define_stateful(
+        name.data(), name.size(), &vt, user_data, &detail::delete_user_data<StateCallbacks>,
+        thread_safe ? NENYAX_THREAD_SAFE : 0u, max_steps, &out));
+    return adopt(out);
+  }
+
+  // Take ownership of a raw handle (e.g. from a C API call).
+  static Env adopt(nenyax_env_t* handle) noexcept {
+    Env e;
+    e.h_.reset(handle);
+    return e;
+  }
+
+  Env(Env&&) noexcept = default;
+  Env& operator=(Env&&) noexcept = default;
+  Env(const Env&) = delete;
+  Env& operator=(const Env&) = delete;
+
+  // The manifest (JSON).
+  std::string manifest() const {
+    return detail::string_call(
+        [&](nenyax_string_t* out) { return nenyax_env_manifest(h_.get(), out); });
+  }
+
+  // Up to `limit` tasks (0: all) as a JSON array of TaskRef.
+  std::string tasks(std::size_t limit = 0) const {
+    return detail::string_call(
+        [&](nenyax_string_t* out) { return nenyax_env_tasks(h_.get(), limit, out); });
+  }
+
+  // The environment's reference (oracle) policy; throws NENYAX_STATUS_UNSUPPORTED without one.
+  Policy reference_policy() const {
+    nenyax_policy_t* out = nullptr;
+    detail::check(nenyax_env_reference_policy(h_.get(), &out));
+    return Policy::adopt(out);
+  }
+
+  // The environment's null policy; throws NENYAX_STATUS_UNSUPPORTED without one.
+  Policy null_policy() const {
+    nenyax_policy_t* out = nullptr;
+    detail::check(nenyax_env_null_policy(h_.get(), &out));
+    return Policy::adopt(out);
+  }
+
+  // A new environment re-judged by a judge spec, e.g. {"type":"exact","extract":"answer_tag"}.
+  Env with_judge(std::string_view judge_json) const {
+    nenyax_env_t* out = nullptr;
+    detail::check(nenyax_env_with_judge(h_.get(), judge_json.data(), judge_json.size(), &out));
+    return adopt(out);
+  }
+
+  // One episode on the calling thread; the Trajectory (JSON). Options: {"task": TaskRef,
+  // "seed": int, "max_steps": int}. A failed episode is returned, with its "error".
+  std::string rollout(const Policy& policy, std::string_view options_json = {}) const {
+    return detail::string_call([&](nenyax_string_t* out) {
+      return nenyax_env_rollout(h_.get(), policy.get(), detail::data_or_null(options_json),
+                                options_json.size(), out);
+    });
+  }
+
+  // Conformance on this environment; the report (JSON {env_id, mode, tier, checks}). Options:
+  // {"samples": 8, "threads": 2}. Fresh instances for the reproducibility check are rebuilt the
+  // way this handle was made (URI, spec or callbacks).
+  std::string check(std::string_view options_json = {}) const {
+    return detail::string_call([&](nenyax_string_t* out) {
+      return nenyax_env_check(h_.get(), detail::data_or_null(options_json), options_json.size(),
+                              out);
+    });
+  }
+
+  // Open a step-mode session. Options: {"task": TaskRef, "seed": int}.
+  Session session(std::string_view options_json = {}) const {
+    nenyax_session_t* out = nullptr;
+    detail::check(nenyax_session_open(h_.get(), detail::data_or_null(options_json),
+                                      options_json.size(), &out));
+    return Session::adopt(out);
+  }
+
+  const nenyax_env_t* get() const noexcept { return h_.get(); }
+  nenyax_env_t* release() noexcept { return h_.release(); }
+  explicit operator bool() const noexcept { return h_ != nullptr; }
+
+ private:
+  std::unique_ptr<nenyax_env_t, detail::EnvFree> h_;
+};
+
+// Load `uri` and run the full conformance suite (fresh instances included); the report (JSON).
+inline std::string check_uri(std::string_view uri, std::string_view options_json = {}) {
+  return detail::string_call([&](nenyax_string_t* out) {
+    return nenyax_check_uri(uri.data(), uri.size(), detail::data_or_null(options_json),
+                            options_json.size(), out);
+  });
+}
+
+// A pool of worker threads for batches of rollouts.
+class Runner {
+ public:
+  // `threads` workers (0: one per core, or $NENYAX_NUM_THREADS; at most NENYAX_MAX_THREADS).
+  explicit Runner(std::size_t threads = 0) {
+    nenyax_runner_t* out = nullptr;
+    detail::check(nenyax_runner_new(threads, &out));
+    h_.reset(out);
+  }
+
+  Runner(Runner&&) noexcept = default;
+  Runner& operator=(Runner&&) noexcept = default;
+  Runner(const Runner&) = delete;
+  Runner& operator=(const Runner&) = delete;
+
+  // Number of worker threads (0 for a moved-from runner).
+  std::size_t threads() const noexcept { return nenyax_runner_threads(h_.get()); }
+
+  // Run a batch; each trajectory (JSON) goes to `on_trajectory` in job order, on this thread.
+  // Options: {"n": 10, "seed": 0, "max_steps": int, "tasks": [TaskRef]}.
+  //
+  // An exception from `on_trajectory` stops the batch (episodes already running finish and are
+  // dropped; no further trajectory is delivered) and is rethrown here, unchanged, once
+  // nenyax_runner_run has returned.
+  void run(const Env& env, const Policy& policy, std::string_view options_json,
+           const TrajectoryFn& on_trajectory) const {
+    if (!on_trajectory) detail::empty_callback("Runner::run's on_trajectory");
+    detail::SinkContext ctx{&on_trajectory, nullptr};
+    nenyax_error_t* raw = nenyax_runner_run(h_.get(), env.get(), policy.get(),
+                                            detail::data_or_null(options_json),
+                                            options_json.size(), &detail::sink_trampoline,
+                                            &ctx, nullptr);
+    if (ctx.error) {
+      nenyax_error_free(raw);
+      std::rethrow_exception(ctx.error);
+    }
+    detail::check(raw);
+  }
+
+  // Run a batch and collect the trajectories (JSON, one string each) in job order.
+  std::vector<std::string> run(const Env& env, const Policy& policy,
+                               std::string_view options_json = {}) const {
+    std::vector<std::string> out;
+    run(env, policy, options_json,
+        [&out](std::size_t, std::string_view json) { out.emplace_back(json); });
+    return out;
+  }
+
+  // Run a batch; all trajectories as one JSON array.
+  std::string run_json(const Env& env, const Policy& policy,
+                       std::string_view options_json = {}) const {
+    return detail::string_call([&](nenyax_string_t* out) {
+      return nenyax_runner_run(h_.get(), env.get(), policy.get(),
+                               detail::data_or_null(options_json), options_json.size(), nullptr,
+                               nullptr, out);
+    });
+  }
+
+  const nenyax_runner_t* get() const noexcept { return h_.get(); }
+  explicit operator bool() const noexcept { return h_ != nullptr; }
+
+ private:
+  std::unique_ptr<nenyax_runner_t, detail::RunnerFree> h_;
+};
+
+}  // namespace nenyax
+
+#endif  // NENYAX_HPP
