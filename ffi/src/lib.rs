@@ -842,3 +842,62 @@ pub unsafe extern "C" fn nenyax_runner_run(
         Ok(())
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_inside_the_boundary_becomes_a_panic_error() {
+        let e = boundary(|| panic!("simulated library bug"));
+        assert!(!e.is_null());
+        unsafe {
+            assert_eq!(nenyax_error_code(e), nenyax_status_t::NENYAX_STATUS_PANIC);
+            let mut len = 0;
+            let msg = std::ffi::CStr::from_ptr(nenyax_error_message(e, &mut len));
+            let msg = msg.to_str().unwrap();
+            assert_eq!(len, msg.len());
+            assert!(msg.contains("simulated library bug"), "{msg}");
+            nenyax_error_free(e);
+        }
+        // Functions that cannot return an error swallow it instead of unwinding.
+        quietly(|| panic!("in a free function"));
+    }
+
+    /// Every exported function runs inside the panic boundary, except the few whose bodies
+    /// cannot panic (they only read static data or a field).
+    #[test]
+    fn every_export_runs_inside_the_panic_boundary() {
+        let allowed = [
+            "nenyax_version",
+            "nenyax_version_number",
+            "nenyax_protocol_version",
+            "nenyax_error_code",
+            "nenyax_error_message",
+        ];
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut checked = 0;
+        for file in ["lib.rs", "error.rs", "callbacks.rs"] {
+            let text = std::fs::read_to_string(dir.join(file)).unwrap();
+            for chunk in text.split("#[no_mangle]").skip(1) {
+                let name = chunk
+                    .split("fn ")
+                    .nth(1)
+                    .and_then(|s| s.split('(').next())
+                    .unwrap()
+                    .trim()
+                    .to_string();
+                // The body runs to the next item; good enough for this file's layout.
+                let body = chunk.split("\n}\n").next().unwrap();
+                if !allowed.contains(&name.as_str()) {
+                    assert!(
+                        body.contains("boundary(") || body.contains("quietly("),
+                        "{file}: {name} does not run inside boundary()/quietly()"
+                    );
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked >= 34, "found only {checked} exports");
+    }
+}
