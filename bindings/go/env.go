@@ -204,9 +204,9 @@ func (e *Env) Rollout(policy *Policy, opts *RolloutOptions) (Trajectory, error) 
 	return decodeTrajectory(takeBytes(&out))
 }
 
-// Check runs the conformance suite on the loaded environment. Without a URI there is no
-// fresh instance, so the reproducible_fresh check is skipped (which caps the tier at
-// "evaluable"); use CheckURI for the full suite. opts may be nil.
+// Check runs the conformance suite on the environment. The fresh instance the
+// reproducible_fresh check needs is rebuilt the way the handle was made (URI, spec or
+// callbacks), so the tier matches CheckURI's. opts may be nil.
 func (e *Env) Check(opts *CheckOptions) (Report, error) {
 	h, err := e.handle()
 	if err != nil {

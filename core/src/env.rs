@@ -230,11 +230,19 @@ pub fn drive_steps<E: Environment + ?Sized>(
         .unwrap_or_else(|| env.default_max_steps())
         .max(1);
     let mut session = env.session(opts.task.as_ref(), opts.seed)?;
-    // The environment's own view of the task is complete (prompt, expected answer), while a
-    // caller may have named it by id alone; judges need the former.
-    if let Some(task) = session.task() {
-        traj.task = Some(task);
-    }
+    // A caller may name a task by id alone, while judges need its prompt and expected answer:
+    // keep what the caller gave and complete it from the environment's own view.
+    traj.task = match (traj.task.take(), session.task()) {
+        (Some(mut given), Some(full)) => {
+            given.split = given.split.or(full.split);
+            given.prompt = given.prompt.or(full.prompt);
+            for (k, v) in full.metadata {
+                given.metadata.entry(k).or_insert(v);
+            }
+            Some(given)
+        }
+        (given, full) => given.or(full),
+    };
     traj.initial_observation = Some(session.observation().clone());
     let result = (|| {
         while !session.done() {

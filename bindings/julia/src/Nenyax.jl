@@ -314,9 +314,8 @@ end
     check(env; options = "") -> String
 
 Conformance report (JSON `{env_id, mode, tier, checks}`) of a loaded environment. Options:
-`{"samples": 8, "threads": 2}`. Without a URI there is no fresh instance, so
-`reproducible_fresh` is skipped and the tier stops at "evaluable"; use `check_uri` for the
-full suite.
+`{"samples": 8, "threads": 2}`. The fresh instance `reproducible_fresh` needs is rebuilt the
+way the handle was made, so the tier matches `check_uri`'s.
 """
 function check(env::Env; options::AbstractString = "")
     o = String(options)

@@ -56,8 +56,8 @@ end
         @test score_of(one) == 1.0
 
         @test tier_of(Nenyax.check_uri("builtin:arithmetic")) == "audited"
-        # Without a URI reproducible_fresh is skipped, which stops the tier at "evaluable".
-        @test tier_of(Nenyax.check(env; options = "{\"samples\": 4}")) == "evaluable"
+        # A handle rebuilds its fresh instance, so it reaches the same tier as by URI.
+        @test tier_of(Nenyax.check(env; options = "{\"samples\": 4}")) == "audited"
 
         close(runner)
         close(policy)
