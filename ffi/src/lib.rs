@@ -5,6 +5,7 @@
 //! into the host. Fallible functions return an owned `nenyax_error_t *` (NULL on success) and
 //! write their out-parameters only on success. Contract data crosses as UTF-8 JSON.
 
+#![warn(missing_docs)]
 #![allow(non_camel_case_types)]
 // Every `unsafe extern "C"` function documents its pointer contract in the header's
 // conventions block (valid or NULL pointers, lengths in bytes); repeating it per function
