@@ -12,6 +12,8 @@ root="$(pwd)"
 venv="$root/.venv"
 python="$venv/bin/python"
 reference="nenyax==0.1.0a1"
+# The frameworks the bridge drivers are tested against (pinned as in the drivers' messages).
+frameworks=("reasoning-gym==0.1.25" "gymnasium==1.4.0")
 
 # A missing or broken venv (e.g. copied from another machine) is (re)created.
 if ! "$python" -c 'import sys' >/dev/null 2>&1; then
@@ -23,7 +25,14 @@ if ! "$python" -c 'import sys, nenyax; sys.exit(nenyax.__version__ != "0.1.0a1")
     "$python" -m pip install --quiet --disable-pip-version-check "$reference"
 fi
 
+if ! "$python" -c 'import reasoning_gym, gymnasium' >/dev/null 2>&1; then
+    echo "scripts/test.sh: installing ${frameworks[*]} into $venv (reasoning-gym builds pycosat: ~2 min)" >&2
+    "$python" -m pip install --quiet --disable-pip-version-check "${frameworks[@]}"
+fi
+
 export NENYAX_TEST_PYTHON="$python"
+# The bridge drivers' interpreter (tests/bridge.rs).
+export NENYAX_PYTHON="$python"
 cargo test --workspace --all-targets "$@"
 # With no arguments, the whole suite: doctests (which --all-targets leaves out) and the
 # C++ and Go bindings against the C ABI. The C programs in ffi/tests/c run under cargo test.

@@ -78,6 +78,14 @@ enum Command {
         #[arg(long)]
         append: bool,
     },
+    /// Create the managed Python environment and install a framework's pinned package into it
+    Setup {
+        /// reasoning-gym or gymnasium
+        framework: String,
+        /// The interpreter that creates the venv
+        #[arg(long, default_value = "python3")]
+        python: String,
+    },
     /// Play episodes and show them as readable replays
     Try {
         /// Environment URI
@@ -344,6 +352,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 ExitCode::SUCCESS
             })
         }
+        Command::Setup { framework, python } => setup(&framework, &python),
         Command::Try {
             uri,
             policy,
@@ -367,4 +376,50 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             })
         }
     }
+}
+
+/// Pinned packages of the frameworks the bridge drives.
+const FRAMEWORKS: &[(&str, &str)] = &[
+    ("reasoning-gym", "reasoning-gym==0.1.25"),
+    ("reasoning_gym", "reasoning-gym==0.1.25"),
+    ("gymnasium", "gymnasium==1.4.0"),
+];
+
+fn setup(framework: &str, python: &str) -> Result<ExitCode, Error> {
+    let requirement = FRAMEWORKS
+        .iter()
+        .find(|(name, _)| *name == framework)
+        .map(|(_, r)| *r)
+        .ok_or_else(|| {
+            Error::Config(format!(
+                "unknown framework `{framework}`; nenyax setup knows reasoning-gym and gymnasium"
+            ))
+        })?;
+    let venv = nenyax::bridge::managed_venv();
+    let run = |program: &str, args: &[&str]| -> Result<(), Error> {
+        eprintln!("$ {program} {}", args.join(" "));
+        let status = std::process::Command::new(program)
+            .args(args)
+            .status()
+            .map_err(|e| Error::io(format!("cannot run {program}"), e))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(Error::Config(format!(
+                "`{program} {}` failed ({status})",
+                args.join(" ")
+            )))
+        }
+    };
+    let venv_str = venv.display().to_string();
+    if !venv.join("bin/python").exists() {
+        run(python, &["-m", "venv", &venv_str])?;
+    }
+    let venv_python = venv.join("bin/python").display().to_string();
+    run(
+        &venv_python,
+        &["-m", "pip", "install", "--quiet", requirement],
+    )?;
+    println!("{requirement} is installed in {venv_str}; the bridge uses {venv_python} unless NENYAX_PYTHON is set");
+    Ok(ExitCode::SUCCESS)
 }

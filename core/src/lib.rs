@@ -17,6 +17,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bridge;
 pub mod conformance;
 pub mod contract;
 pub mod define;

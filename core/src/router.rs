@@ -43,8 +43,6 @@ pub trait Driver: Send + Sync {
 /// Schemes of formats that later parts of Nenyax will drive; named in errors so that a user
 /// learns the scheme is right but not built yet, rather than that it is a typo.
 const PLANNED: &[(&str, &str)] = &[
-    ("reasoning_gym", "reasoning-gym datasets (step mode)"),
-    ("gymnasium", "Gymnasium environments (step mode)"),
     ("verifiers", "Verifiers environments (rollout mode)"),
     ("openenv", "OpenEnv servers (step mode)"),
     ("nemo_gym", "NeMo Gym resources servers (step mode)"),
@@ -88,6 +86,8 @@ impl Registry {
         let mut r = Registry::empty();
         r.register(Box::new(crate::drivers::builtin::BuiltinDriver));
         r.register(Box::new(crate::define::DefineDriver));
+        r.register(Box::new(crate::bridge::drivers::reasoning_gym()));
+        r.register(Box::new(crate::bridge::drivers::gymnasium()));
         r
     }
 

@@ -43,7 +43,7 @@ static void uris(void)
                  NENYAX_STATUS_INVALID_URI);
     CHECK_STATUS_MSG(nenyax_env_load(S("bultin:arithmetic"), &env), NENYAX_STATUS_UNKNOWN_SCHEME,
                      "builtin");
-    CHECK_STATUS(nenyax_env_load(S("gymnasium:CartPole-v1"), &env),
+    CHECK_STATUS(nenyax_env_load(S("harbor:./tasks/x"), &env),
                  NENYAX_STATUS_DRIVER_UNAVAILABLE);
     CHECK_STATUS_MSG(nenyax_env_load(S("builtin:nope"), &env), NENYAX_STATUS_UNKNOWN_TARGET,
                      "arithmetic");

@@ -1,0 +1,448 @@
+//! Drivers that run their framework in bridge workers: `reasoning_gym:` and `gymnasium:`.
+
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::{BridgeConfig, Lease, Pool, Worker};
+use crate::contract::{
+    JudgeSource, Judgment, Manifest, Mode, Observation, RewardTiming, Step, TaskRef,
+};
+use crate::env::{Environment, Episode};
+use crate::error::{Error, Result};
+use crate::policy::Policy;
+use crate::rng::{splitmix64, Rng};
+use crate::router::{Driver, Readiness};
+use crate::uri::{ParamKind, ParamSpec, Uri};
+
+/// A framework reached through the bridge.
+pub struct BridgeDriver {
+    scheme: &'static str,
+    package: &'static str,
+    requirement: &'static str,
+    summary: &'static str,
+}
+
+/// `reasoning_gym:<dataset>?size=&seed=&<config keys>`.
+pub fn reasoning_gym() -> BridgeDriver {
+    BridgeDriver {
+        scheme: "reasoning_gym",
+        package: "reasoning-gym",
+        requirement: "reasoning-gym==0.1.25",
+        summary: "reasoning-gym datasets through the Python bridge: reasoning_gym:basic_arithmetic?size=100",
+    }
+}
+
+/// `gymnasium:<id>?<make kwargs>`.
+pub fn gymnasium() -> BridgeDriver {
+    BridgeDriver {
+        scheme: "gymnasium",
+        package: "gymnasium",
+        requirement: "gymnasium==1.4.0",
+        summary: "Gymnasium environments through the Python bridge: gymnasium:CartPole-v1",
+    }
+}
+
+fn bridge_params() -> Vec<ParamSpec> {
+    vec![
+        ParamSpec {
+            name: "workers",
+            kind: ParamKind::Int { min: 1, max: 256 },
+            default: "cores",
+            help: "bridge worker processes (one environment instance each)",
+        },
+        ParamSpec {
+            name: "timeout_s",
+            kind: ParamKind::Float,
+            default: "300",
+            help: "longest wait for one bridge reply before the worker is replaced",
+        },
+    ]
+}
+
+impl Driver for BridgeDriver {
+    fn scheme(&self) -> &'static str {
+        self.scheme
+    }
+
+    fn format(&self) -> &'static str {
+        self.scheme
+    }
+
+    fn summary(&self) -> &'static str {
+        self.summary
+    }
+
+    fn params(&self, _target: &str) -> Vec<ParamSpec> {
+        // Plus every key the framework itself accepts, which the bridge checks.
+        bridge_params()
+    }
+
+    fn readiness(&self) -> Readiness {
+        let config = BridgeConfig {
+            workers: 1,
+            timeout: Duration::from_secs(30),
+            ..BridgeConfig::default()
+        };
+        let probe = Worker::spawn(&config)
+            .and_then(|mut w| w.call("probe", json!({"packages": [self.package]})));
+        match probe {
+            Err(e) => Readiness::Missing(e.to_string()),
+            Ok(v) => match v["versions"][self.package].as_str() {
+                Some(_) => Readiness::Ready,
+                None => Readiness::Missing(format!(
+                    "{} is not installed for {}; run `nenyax setup {}` or `{} -m pip install '{}'`",
+                    self.requirement, config.python, self.scheme, config.python, self.requirement
+                )),
+            },
+        }
+    }
+
+    fn load(&self, uri: &Uri) -> Result<Arc<dyn Environment>> {
+        let mut config = BridgeConfig::default();
+        let mut params = Map::new();
+        for (k, v) in &uri.params {
+            match k.as_str() {
+                "workers" => {
+                    config.workers =
+                        v.as_u64()
+                            .filter(|n| (1..=256).contains(n))
+                            .ok_or_else(|| Error::InvalidParameter {
+                                driver: self.scheme.into(),
+                                param: "workers".into(),
+                                value: v.to_string(),
+                                expected: "an integer from 1 to 256".into(),
+                            })? as usize
+                }
+                "timeout_s" => {
+                    let s = v
+                        .as_f64()
+                        .filter(|s| s.is_finite() && *s > 0.0)
+                        .ok_or_else(|| Error::InvalidParameter {
+                            driver: self.scheme.into(),
+                            param: "timeout_s".into(),
+                            value: v.to_string(),
+                            expected: "a positive number of seconds".into(),
+                        })?;
+                    config.timeout = Duration::from_secs_f64(s);
+                }
+                _ => {
+                    params.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        let load = json!({"driver": self.scheme, "target": uri.target, "params": params});
+        let pool = Pool::new(config, load);
+        let info = pool.start().map_err(|e| match e {
+            Error::UnknownParameter {
+                param, accepted, ..
+            } => Error::UnknownParameter {
+                driver: self.scheme.into(),
+                suggestion: crate::error::suggest(&param, accepted.iter().map(String::as_str)),
+                param,
+                accepted,
+            },
+            Error::Config(m) => Error::InvalidParameter {
+                driver: self.scheme.into(),
+                param: uri.target.clone(),
+                value: uri.raw.clone(),
+                expected: m,
+            },
+            other => other,
+        })?;
+        Ok(Arc::new(BridgedEnv::new(
+            self.scheme,
+            &uri.raw,
+            pool,
+            &info,
+        )))
+    }
+}
+
+struct BridgedEnv {
+    manifest: Manifest,
+    pool: Arc<Pool>,
+    driver: &'static str,
+    has_reference: bool,
+    max_steps: usize,
+    /// What the oracle does in each task, learnt when an episode of it starts; read by the
+    /// reference policy so the answer never appears in an observation.
+    references: Arc<Mutex<HashMap<String, Value>>>,
+}
+
+impl BridgedEnv {
+    fn new(driver: &'static str, id: &str, pool: Arc<Pool>, info: &Value) -> Self {
+        let s = |k: &str| info.get(k).and_then(Value::as_str).map(str::to_string);
+        let mut m = Manifest::new(
+            id,
+            s("name").unwrap_or_else(|| id.into()),
+            driver,
+            Mode::Step,
+        );
+        m.version = s("version");
+        m.description = s("description");
+        m.num_tasks = info.get("num_tasks").and_then(Value::as_u64);
+        m.capabilities.text = info.get("text").and_then(Value::as_bool).unwrap_or(false);
+        m.capabilities.reward_timing = if s("reward_timing").as_deref() == Some("per_step") {
+            RewardTiming::PerStep
+        } else {
+            RewardTiming::Terminal
+        };
+        m.action_schema = info
+            .get("action_schema")
+            .and_then(Value::as_object)
+            .cloned();
+        m.observation_schema = info
+            .get("observation_schema")
+            .and_then(Value::as_object)
+            .cloned();
+        if let Some(extra) = info.get("extra").and_then(Value::as_object) {
+            m.extra = extra.clone();
+        }
+        BridgedEnv {
+            manifest: m,
+            pool,
+            driver,
+            has_reference: info
+                .get("has_reference")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            max_steps: info
+                .get("max_steps")
+                .and_then(Value::as_u64)
+                .unwrap_or(10_000) as usize,
+            references: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+}
+
+fn parse<T: serde::de::DeserializeOwned>(what: &str, v: Value) -> Result<T> {
+    serde_json::from_value(v).map_err(|e| {
+        Error::Protocol(format!(
+            "bridge `{what}` reply does not fit the contract: {e}"
+        ))
+    })
+}
+
+/// A number that may arrive as "inf"/"-inf"/"nan" (the bridge's spelling of non-finite floats).
+fn number(v: &Value) -> f64 {
+    match v {
+        Value::Number(n) => n.as_f64().unwrap_or(f64::NAN),
+        Value::String(s) if s == "inf" => f64::INFINITY,
+        Value::String(s) if s == "-inf" => f64::NEG_INFINITY,
+        Value::Bool(b) => f64::from(u8::from(*b)),
+        _ => f64::NAN,
+    }
+}
+
+impl Environment for BridgedEnv {
+    fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    fn tasks(&self, limit: Option<usize>) -> Result<Vec<TaskRef>> {
+        if self.manifest.num_tasks.is_none() {
+            return Ok(Vec::new());
+        }
+        let v = self
+            .pool
+            .checkout()?
+            .call("tasks", json!({"limit": limit}))?;
+        parse("tasks", v)
+    }
+
+    fn open(&self, task: Option<&TaskRef>, seed: Option<i64>) -> Result<Box<dyn Episode>> {
+        let mut lease = self.pool.checkout()?;
+        let r = lease.call(
+            "reset",
+            json!({"task_id": task.map(|t| t.id.clone()), "seed": seed}),
+        )?;
+        let obs: Observation = parse(
+            "reset",
+            r.get("observation").cloned().unwrap_or(Value::Null),
+        )?;
+        let task: Option<TaskRef> = parse("reset", r.get("task").cloned().unwrap_or(Value::Null))?;
+        if self.has_reference {
+            if let Some(t) = &task {
+                let action = lease.call("reference", json!({}))?;
+                let action = action.get("action").cloned().unwrap_or(Value::Null);
+                if !action.is_null() {
+                    self.references
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(t.id.clone(), action);
+                }
+            }
+        }
+        Ok(Box::new(BridgedEpisode {
+            driver: self.driver,
+            lease,
+            obs,
+            task,
+            env_id: self.manifest.id.clone(),
+        }))
+    }
+
+    fn reference_policy(&self, _task: Option<&TaskRef>) -> Option<Policy> {
+        if !self.has_reference {
+            return None;
+        }
+        let refs = self.references.clone();
+        Some(Policy::action(move |obs| {
+            let id = obs
+                .info
+                .get("task_id")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            refs.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(id)
+                .cloned()
+                .ok_or_else(|| Error::Policy(format!("no reference answer is known for task {id}")))
+        }))
+    }
+
+    fn null_policy(&self, _task: Option<&TaskRef>) -> Option<Policy> {
+        (self.driver == "reasoning_gym").then(|| Policy::constant(json!("")))
+    }
+
+    fn probe_policy(&self) -> Option<Policy> {
+        random_policy(self.manifest.action_schema.as_ref()?)
+    }
+
+    fn default_max_steps(&self) -> usize {
+        self.max_steps
+    }
+}
+
+/// A random policy over an action schema, seeded by the observation it sees, so the same
+/// situation always gets the same action (conformance replays must reproduce).
+fn random_policy(schema: &Map<String, Value>) -> Option<Policy> {
+    let schema = Value::Object(schema.clone());
+    let kind = schema.get("type")?.as_str()?.to_string();
+    if kind != "integer" && kind != "array" {
+        return None;
+    }
+    Some(Policy::action(move |obs| {
+        let seed = obs
+            .data
+            .to_string()
+            .bytes()
+            .fold(0u64, |h, b| splitmix64(h ^ u64::from(b)));
+        let mut rng = Rng::new(seed);
+        if kind == "integer" {
+            let lo = schema.get("minimum").and_then(Value::as_i64).unwrap_or(0);
+            let hi = schema.get("maximum").and_then(Value::as_i64).unwrap_or(lo);
+            return Ok(json!(rng.range(lo, hi)));
+        }
+        let n: u64 = schema
+            .get("shape")
+            .and_then(Value::as_array)
+            .map_or(1, |s| s.iter().filter_map(Value::as_u64).product());
+        // Bounds arrive nested to the space's shape; flatten them to index element-wise.
+        fn flat(v: &Value, out: &mut Vec<f64>) {
+            match v {
+                Value::Array(a) => a.iter().for_each(|x| flat(x, out)),
+                other => out.push(number(other)),
+            }
+        }
+        let bounds = |k: &str| {
+            let mut out = Vec::new();
+            if let Some(v) = schema.get(k) {
+                flat(v, &mut out);
+            }
+            out
+        };
+        let (lows, highs) = (bounds("low"), bounds("high"));
+        let bound = |b: &[f64], i: usize, d: f64| {
+            let x = if b.len() == 1 {
+                b[0]
+            } else {
+                b.get(i).copied().unwrap_or(d)
+            };
+            if x.is_finite() {
+                x
+            } else {
+                d
+            }
+        };
+        let vals: Vec<f64> = (0..n as usize)
+            .map(|i| {
+                let (lo, hi) = (bound(&lows, i, -1.0), bound(&highs, i, 1.0));
+                lo + (hi - lo) * (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+            })
+            .collect();
+        Ok(json!(vals))
+    }))
+}
+
+struct BridgedEpisode {
+    driver: &'static str,
+    lease: Lease,
+    obs: Observation,
+    task: Option<TaskRef>,
+    env_id: String,
+}
+
+impl Episode for BridgedEpisode {
+    fn observation(&self) -> &Observation {
+        &self.obs
+    }
+
+    fn act(&mut self, action: &Value) -> Result<Step> {
+        let r = self
+            .lease
+            .call("step", json!({"action": action}))
+            .map_err(|e| match e {
+                Error::InvalidAction { reason, .. } => Error::InvalidAction {
+                    env: self.env_id.clone(),
+                    action: crate::contract::preview(action),
+                    reason,
+                },
+                other => other,
+            })?;
+        self.obs = parse("step", r.get("observation").cloned().unwrap_or(Value::Null))?;
+        Ok(Step {
+            action: action.clone(),
+            observation: self.obs.clone(),
+            reward: number(r.get("reward").unwrap_or(&Value::Null)),
+            terminated: r
+                .get("terminated")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            truncated: r.get("truncated").and_then(Value::as_bool).unwrap_or(false),
+            info: r
+                .get("info")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default(),
+        })
+    }
+
+    fn judge(&self, steps: &[Step]) -> Result<Judgment> {
+        // Both verdicts are in the steps already: reasoning-gym's one step carries the
+        // dataset's own score_answer, and Gymnasium's verdict is the return.
+        let score: f64 = steps.iter().map(|s| s.reward).sum();
+        let verifier = self.driver == "reasoning_gym";
+        let (source, judge) = if verifier {
+            (JudgeSource::Verifier, "reasoning_gym.score_answer")
+        } else {
+            (JudgeSource::Env, "gymnasium.return")
+        };
+        let mut j = Judgment::new(score, source, judge)?;
+        if verifier {
+            j.passed = Some(score >= 1.0);
+            if let Some(t) = &self.task {
+                if let Some(a) = t.metadata.get("answer") {
+                    j.details.insert("expected".into(), a.clone());
+                }
+            }
+        }
+        Ok(j)
+    }
+
+    fn task(&self) -> Option<TaskRef> {
+        self.task.clone()
+    }
+}

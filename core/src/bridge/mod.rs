@@ -1,0 +1,411 @@
+//! The Python bridge: Python-only frameworks run in child processes speaking JSON lines
+//! (docs/bridge.md), never inside the host, so no libpython is linked into a C++/Go/Julia
+//! trainer. A [`Pool`] keeps one environment instance per worker; a worker that dies, hangs past
+//! its timeout or answers garbage is killed and replaced, and only the call it was serving fails.
+
+use crossbeam_channel::{unbounded, Receiver, RecvTimeoutError};
+use serde_json::{json, Map, Value};
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+pub mod drivers;
+
+/// The bridge script, embedded at build time.
+pub const SCRIPT: &str = include_str!("bridge.py");
+
+/// Protocol version this library speaks.
+pub const PROTOCOL: u64 = 1;
+
+/// How to start workers.
+#[derive(Debug, Clone)]
+pub struct BridgeConfig {
+    /// The interpreter.
+    pub python: String,
+    /// Longest wait for one reply (and for the handshake plus load of a new worker).
+    pub timeout: Duration,
+    /// Most workers at once.
+    pub workers: usize,
+}
+
+impl Default for BridgeConfig {
+    fn default() -> Self {
+        BridgeConfig {
+            python: default_python(),
+            timeout: Duration::from_secs(300),
+            workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        }
+    }
+}
+
+/// `NENYAX_PYTHON`, else the managed venv of `nenyax setup` if it exists, else `python3`.
+pub fn default_python() -> String {
+    if let Ok(p) = std::env::var("NENYAX_PYTHON") {
+        if !p.is_empty() {
+            return p;
+        }
+    }
+    let managed = managed_venv().join("bin/python");
+    if managed.exists() {
+        return managed.display().to_string();
+    }
+    "python3".into()
+}
+
+/// Where `nenyax setup` puts its venv: `$XDG_CACHE_HOME/nenyax/venv` or `~/.cache/nenyax/venv`.
+pub fn managed_venv() -> std::path::PathBuf {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("nenyax").join("venv")
+}
+
+/// One child process.
+pub struct Worker {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<String>,
+    stderr: Arc<Mutex<VecDeque<String>>>,
+    next_id: u64,
+    timeout: Duration,
+    dead: Option<String>,
+}
+
+const STDERR_LINES: usize = 40;
+
+impl Worker {
+    /// Start a worker and wait for its handshake.
+    pub fn spawn(config: &BridgeConfig) -> Result<Worker> {
+        let mut child = Command::new(&config.python)
+            .args(["-u", "-c", SCRIPT])
+            .env("PYTHONHASHSEED", "0")
+            .env("PYTHONUNBUFFERED", "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| Error::DriverUnavailable {
+                driver: "python bridge".into(),
+                missing: format!(
+                    "cannot start the interpreter `{}` ({e}); install Python 3.10+ or set NENYAX_PYTHON",
+                    config.python
+                ),
+            })?;
+        let stdin = child.stdin.take().expect("piped");
+        let stdout = child.stdout.take().expect("piped");
+        let stderr_pipe = child.stderr.take().expect("piped");
+        let (tx, lines) = unbounded();
+        std::thread::Builder::new()
+            .name("nenyax-bridge-out".into())
+            .spawn(move || {
+                for line in BufReader::new(stdout).lines() {
+                    match line {
+                        Ok(l) => {
+                            if tx.send(l).is_err() {
+                                break;
+                            }
+                        }
+                        Err(_) => break,
+                    }
+                }
+            })
+            .map_err(|e| Error::io("cannot start a bridge reader thread", e))?;
+        let stderr = Arc::new(Mutex::new(VecDeque::new()));
+        let tail = stderr.clone();
+        std::thread::Builder::new()
+            .name("nenyax-bridge-err".into())
+            .spawn(move || {
+                for line in BufReader::new(stderr_pipe).lines().map_while(|l| l.ok()) {
+                    let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
+                    if t.len() == STDERR_LINES {
+                        t.pop_front();
+                    }
+                    t.push_back(line);
+                }
+            })
+            .map_err(|e| Error::io("cannot start a bridge reader thread", e))?;
+        let mut w = Worker {
+            child,
+            stdin,
+            lines,
+            stderr,
+            next_id: 0,
+            timeout: config.timeout,
+            dead: None,
+        };
+        let hello = w.read_line(config.timeout, "the handshake")?;
+        let v: Value = serde_json::from_str(&hello)
+            .map_err(|_| w.fail(format!("sent `{hello}` instead of a handshake")))?;
+        if v.get("nenyax_bridge").and_then(Value::as_u64) != Some(PROTOCOL) {
+            return Err(w.fail(format!("speaks another protocol: {hello}")));
+        }
+        Ok(w)
+    }
+
+    /// The last lines the child wrote to stderr.
+    pub fn stderr_tail(&self) -> String {
+        let t = self.stderr.lock().unwrap_or_else(|p| p.into_inner());
+        t.iter().cloned().collect::<Vec<_>>().join("\n")
+    }
+
+    /// True once the worker failed and must be replaced.
+    pub fn is_dead(&self) -> bool {
+        self.dead.is_some()
+    }
+
+    /// The child's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn fail(&mut self, cause: String) -> Error {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        // Give the stderr reader a moment to drain what the child wrote before dying.
+        std::thread::sleep(Duration::from_millis(20));
+        let tail = self.stderr_tail();
+        let msg = format!(
+            "python bridge worker (pid {}) {cause}; it was replaced{}",
+            self.child.id(),
+            if tail.is_empty() {
+                String::new()
+            } else {
+                format!("; its stderr ended with:\n{tail}")
+            }
+        );
+        self.dead = Some(msg.clone());
+        Error::Environment(msg)
+    }
+
+    fn read_line(&mut self, timeout: Duration, what: &str) -> Result<String> {
+        match self.lines.recv_timeout(timeout) {
+            Ok(l) => Ok(l),
+            Err(RecvTimeoutError::Timeout) => {
+                Err(self.fail(format!("did not answer {what} within {timeout:?}")))
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                let status = self
+                    .child
+                    .wait()
+                    .ok()
+                    .map(|s| s.to_string())
+                    .unwrap_or_default();
+                Err(self.fail(format!("exited ({status}) before answering {what}")))
+            }
+        }
+    }
+
+    /// Send one request and wait for its reply; a failed reply is a typed error, a broken
+    /// worker is killed (and reported so the pool replaces it).
+    pub fn call(&mut self, op: &str, args: Value) -> Result<Value> {
+        if let Some(why) = &self.dead {
+            return Err(Error::Environment(why.clone()));
+        }
+        self.next_id += 1;
+        let id = self.next_id;
+        let mut req = match args {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        };
+        req.insert("id".into(), json!(id));
+        req.insert("op".into(), json!(op));
+        let line = Value::Object(req).to_string() + "\n";
+        if let Err(e) = self
+            .stdin
+            .write_all(line.as_bytes())
+            .and_then(|_| self.stdin.flush())
+        {
+            return Err(self.fail(format!("could not be written to ({e})")));
+        }
+        let reply = self.read_line(self.timeout, &format!("`{op}`"))?;
+        let v: Value = match serde_json::from_str(&reply) {
+            Ok(v) => v,
+            Err(_) => {
+                return Err(self.fail(format!("answered `{op}` with garbage: {}", clip(&reply))))
+            }
+        };
+        if v.get("id").and_then(Value::as_u64) != Some(id) {
+            return Err(self.fail(format!("answered `{op}` out of turn: {}", clip(&reply))));
+        }
+        match v.get("ok") {
+            Some(Value::Bool(true)) => Ok(v.get("result").cloned().unwrap_or(Value::Null)),
+            Some(Value::Bool(false)) => Err(remote_error(v.get("error").unwrap_or(&Value::Null))),
+            _ => Err(self.fail(format!("answered `{op}` without `ok`: {}", clip(&reply)))),
+        }
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        // Reap the child: no zombies, no orphans.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn clip(s: &str) -> String {
+    s.chars().take(200).collect()
+}
+
+fn remote_error(e: &Value) -> Error {
+    let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let message = s("message");
+    match s("kind").as_str() {
+        "MissingPackage" => Error::DriverUnavailable {
+            driver: s("package"),
+            missing: message,
+        },
+        "UnknownTarget" => Error::Config(message),
+        "UnknownParameter" => Error::UnknownParameter {
+            driver: s("driver"),
+            param: s("param"),
+            suggestion: None,
+            accepted: e
+                .get("accepted")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        },
+        "InvalidParameter" => Error::Config(message),
+        "InvalidAction" => Error::InvalidAction {
+            env: s("env"),
+            action: s("action"),
+            reason: message,
+        },
+        kind => Error::Environment(format!("{kind}: {message}")),
+    }
+}
+
+/// A pool of workers that all hold the same loaded environment.
+pub struct Pool {
+    config: BridgeConfig,
+    load: Value,
+    state: Mutex<PoolState>,
+    freed: Condvar,
+}
+
+struct PoolState {
+    idle: Vec<Worker>,
+    live: usize,
+}
+
+impl Pool {
+    /// A pool whose workers each run `load` (the `load` request's arguments) when started.
+    pub fn new(config: BridgeConfig, load: Value) -> Arc<Pool> {
+        Arc::new(Pool {
+            config,
+            load,
+            state: Mutex::new(PoolState {
+                idle: Vec::new(),
+                live: 0,
+            }),
+            freed: Condvar::new(),
+        })
+    }
+
+    /// Start one worker now and return what `load` answered (the environment's description).
+    pub fn start(self: &Arc<Self>) -> Result<Value> {
+        let mut lease = self.checkout_with(true)?;
+        lease
+            .loaded
+            .take()
+            .ok_or_else(|| Error::Environment("bridge: no load reply".into()))
+    }
+
+    /// A worker for exclusive use until the lease is dropped; waits while all are busy.
+    pub fn checkout(self: &Arc<Self>) -> Result<Lease> {
+        self.checkout_with(false)
+    }
+
+    fn checkout_with(self: &Arc<Self>, fresh: bool) -> Result<Lease> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if !fresh {
+                if let Some(w) = st.idle.pop() {
+                    return Ok(Lease {
+                        worker: Some(w),
+                        pool: self.clone(),
+                        loaded: None,
+                    });
+                }
+            }
+            if st.live < self.config.workers.max(1) || fresh {
+                st.live += 1;
+                drop(st);
+                let started = Worker::spawn(&self.config).and_then(|mut w| {
+                    let loaded = w.call("load", self.load.clone())?;
+                    Ok((w, loaded))
+                });
+                return match started {
+                    Ok((w, loaded)) => Ok(Lease {
+                        worker: Some(w),
+                        pool: self.clone(),
+                        loaded: Some(loaded),
+                    }),
+                    Err(e) => {
+                        self.release_slot();
+                        Err(e)
+                    }
+                };
+            }
+            st = self.freed.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    fn release_slot(&self) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.live -= 1;
+        self.freed.notify_one();
+    }
+
+    /// Workers alive now (idle or leased).
+    pub fn live(&self) -> usize {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).live
+    }
+}
+
+/// Exclusive use of one worker; returned to the pool on drop, or discarded if it broke.
+pub struct Lease {
+    worker: Option<Worker>,
+    pool: Arc<Pool>,
+    loaded: Option<Value>,
+}
+
+impl Lease {
+    /// Call the worker.
+    pub fn call(&mut self, op: &str, args: Value) -> Result<Value> {
+        self.worker
+            .as_mut()
+            .expect("held until drop")
+            .call(op, args)
+    }
+
+    /// The worker's process id (for tests that kill it).
+    pub fn pid(&self) -> u32 {
+        self.worker.as_ref().map_or(0, Worker::pid)
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Some(w) = self.worker.take() {
+            if w.is_dead() {
+                drop(w);
+                self.pool.release_slot();
+            } else {
+                let mut st = self.pool.state.lock().unwrap_or_else(|p| p.into_inner());
+                st.idle.push(w);
+                self.pool.freed.notify_one();
+            }
+        }
+    }
+}
