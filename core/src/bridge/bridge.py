@@ -605,8 +605,18 @@ class ReasoningGymDriver:
             "action_schema": {"type": "string", "description": "reply text; the last <answer>...</answer> block is graded"},
             "observation_schema": {"type": "string"},
             "extra": {"config": jsonable(cfg)},
-            "has_reference": True,
+            # An oracle exists when entries carry an answer or a metadata example solution
+            # (boxnet and rush_hour have neither); judged on the first entry.
+            "has_reference": self._has_oracle(ds[0]),
         }
+
+    @staticmethod
+    def _has_oracle(entry):
+        if entry.get("answer") is not None:
+            return True
+        meta = entry.get("metadata") or {}
+        key = META_ORACLES.get(meta.get("source_dataset"))
+        return key is not None and meta.get(key) is not None
 
     def _need_ds(self):
         if self.ds is None:
@@ -737,6 +747,17 @@ def op_probe(req):
     return {"python": platform.python_version(), "executable": sys.executable, "versions": versions}
 
 
+def op_targets(req):
+    """The environments a driver can load, sorted (for registry-wide conformance runs)."""
+    name = req.get("driver")
+    if name == "reasoning_gym":
+        rg = ReasoningGymDriver._import()
+        return sorted(n for n in rg.factory.DATASETS if n != "composite")
+    if name == "gymnasium":
+        return sorted(GymnasiumDriver._import().envs.registry)
+    raise BridgeError("UnknownTarget", f"unknown bridge driver {json.dumps(name)}; known: {', '.join(DRIVERS)}")
+
+
 def op_load(req):
     name = req.get("driver")
     if name not in DRIVERS:
@@ -786,6 +807,7 @@ def op_random_action(req):
 
 OPS = {
     "probe": op_probe,
+    "targets": op_targets,
     "load": op_load,
     "tasks": op_tasks,
     "reset": op_reset,
