@@ -33,21 +33,23 @@ fn reasoning_gym_basic_arithmetic_is_audited() {
 }
 
 #[test]
-fn cartpole_is_trainable_and_no_more() {
+fn cartpole_frozenlake_and_taxi_are_trainable_and_no_more() {
     require_python();
-    let r = check_uri("gymnasium:CartPole-v1?workers=2", &opts());
-    assert_eq!(r.tier, Tier::Trainable, "{}", r.render());
-    let audit = r
-        .checks
-        .iter()
-        .find(|c| c.name == "verifier_discriminates")
-        .unwrap();
-    assert_eq!(
-        audit.status,
-        Status::Skip,
-        "Gymnasium has no oracle: {}",
-        r.render()
-    );
+    for id in ["CartPole-v1", "FrozenLake-v1", "Taxi-v4"] {
+        let r = check_uri(&format!("gymnasium:{id}?workers=2"), &opts());
+        assert_eq!(r.tier, Tier::Trainable, "{}", r.render());
+        let audit = r
+            .checks
+            .iter()
+            .find(|c| c.name == "verifier_discriminates")
+            .unwrap();
+        assert_eq!(
+            audit.status,
+            Status::Skip,
+            "Gymnasium has no oracle: {}",
+            r.render()
+        );
+    }
 }
 
 #[test]
