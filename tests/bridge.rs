@@ -79,7 +79,19 @@ fn bad_reasoning_gym_input_is_named() {
     let e = load("reasoning_gym:basic_arithmetc?workers=1")
         .err()
         .unwrap();
-    assert!(e.to_string().contains("basic_arithmetc"), "{e}");
+    assert_eq!(e.kind(), "UnknownTarget", "{e}");
+    assert!(
+        e.to_string().contains("did you mean 'basic_arithmetic'"),
+        "{e}"
+    );
+    let e = load("reasoning_gym:basic_arithmetic?min_terms=5&max_terms=2&workers=1")
+        .err()
+        .unwrap();
+    assert_eq!(e.kind(), "ConfigError", "{e}");
+    assert!(
+        e.to_string().contains("max_terms must be >= min_terms"),
+        "{e}"
+    );
     let e = load("reasoning_gym:basic_arithmetic?max_term=3&workers=1")
         .err()
         .unwrap();

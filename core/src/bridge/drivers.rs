@@ -143,12 +143,13 @@ impl Driver for BridgeDriver {
                 param,
                 accepted,
             },
-            Error::Config(m) => Error::InvalidParameter {
+            Error::UnknownTarget { available, .. } => Error::UnknownTarget {
                 driver: self.scheme.into(),
-                param: uri.target.clone(),
-                value: uri.raw.clone(),
-                expected: m,
+                target: uri.target.clone(),
+                available,
             },
+            // The framework refused the configuration (e.g. min_terms > max_terms).
+            Error::Config(m) => Error::Config(format!("{}: {m}", uri.raw)),
             other => other,
         })?;
         Ok(Arc::new(BridgedEnv::new(

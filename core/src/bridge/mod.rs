@@ -158,11 +158,6 @@ impl Worker {
         self.dead.is_some()
     }
 
-    /// The child's process id.
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
     fn fail(&mut self, cause: String) -> Error {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -260,7 +255,12 @@ fn remote_error(e: &Value) -> Error {
             driver: s("package"),
             missing: message,
         },
-        "UnknownTarget" => Error::Config(message),
+        // The driver and target are filled in by the caller, which knows them.
+        "UnknownTarget" => Error::UnknownTarget {
+            driver: String::new(),
+            target: String::new(),
+            available: vec![message],
+        },
         "UnknownParameter" => Error::UnknownParameter {
             driver: s("driver"),
             param: s("param"),
@@ -366,11 +366,6 @@ impl Pool {
         st.live -= 1;
         self.freed.notify_one();
     }
-
-    /// Workers alive now (idle or leased).
-    pub fn live(&self) -> usize {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).live
-    }
 }
 
 /// Exclusive use of one worker; returned to the pool on drop, or discarded if it broke.
@@ -387,11 +382,6 @@ impl Lease {
             .as_mut()
             .expect("held until drop")
             .call(op, args)
-    }
-
-    /// The worker's process id (for tests that kill it).
-    pub fn pid(&self) -> u32 {
-        self.worker.as_ref().map_or(0, Worker::pid)
     }
 }
 
