@@ -253,6 +253,7 @@ c_programs!(
     test_endpoint,
     test_env_check_tier,
     test_errors,
+    test_reasoning_gym,
     test_sessions,
     test_sink_stop_routed,
     test_task_by_id,

@@ -82,6 +82,18 @@ def jsonable(o):
         return items
     mod = type(o).__module__ or ""
     if mod == "numpy" or mod.startswith("numpy."):
+        # Observations are mostly arrays: skip the element-wise walk when no element needs it.
+        kind = getattr(getattr(o, "dtype", None), "kind", None)
+        if kind in ("i", "u", "b") and hasattr(o, "tolist"):
+            return o.tolist()
+        if kind == "f" and hasattr(o, "tolist"):
+            try:
+                import numpy as np
+
+                if bool(np.isfinite(o).all()):
+                    return o.tolist()
+            except Exception:
+                pass
         tolist = getattr(o, "tolist", None)
         if tolist is not None:
             try:
@@ -362,12 +374,16 @@ class GymnasiumDriver:
         return strip_ansi(r)
 
     def _obs(self, obs, info):
-        return {"data": jsonable(obs), "text": self._text(), "messages": None, "info": jsonable(dict(info or {}))}
+        # Arrays go out as plain lists; should one hold a non-finite float, send() falls back
+        # to jsonable(), which spells it out. Walking every element here would cost more than
+        # the step itself.
+        data = obs.tolist() if hasattr(obs, "dtype") and hasattr(obs, "tolist") else jsonable(obs)
+        return {"data": data, "text": self._text(), "messages": None, "info": jsonable(info) if info else {}}
 
     def tasks(self, limit):
         return []
 
-    def reset(self, task_id, seed):
+    def reset(self, task_id, seed, want_task=True):
         self._need_env()
         obs, info = self.env.reset(seed=seed) if seed is not None else self.env.reset()
         self.episode, self.done, self.total, self.steps = True, False, 0.0, 0
@@ -395,10 +411,10 @@ class GymnasiumDriver:
                 a = a[0]
             if not isinstance(a, int):
                 raise bad("expected an integer")
-            a = np.int64(a)
-            if not space.contains(a):
-                raise bad(f"expected an integer in [{int(space.start)}, {int(space.start) + int(space.n) - 1}]")
-            return int(a)
+            lo = int(space.start)
+            if not lo <= a < lo + int(space.n):
+                raise bad(f"expected an integer in [{lo}, {lo + int(space.n) - 1}]")
+            return a
         if isinstance(space, S.Text):
             if not isinstance(action, str) or not space.contains(action):
                 raise bad("expected a string within the space's length and character set")
@@ -445,12 +461,13 @@ class GymnasiumDriver:
         self.total += reward
         self.steps += 1
         self.done = bool(terminated) or bool(truncated)
+        observation = self._obs(obs, info)
         return {
-            "observation": self._obs(obs, info),
-            "reward": jsonable(reward),
+            "observation": observation,
+            "reward": reward,
             "terminated": bool(terminated),
             "truncated": bool(truncated),
-            "info": jsonable(dict(info or {})),
+            "info": observation["info"],
         }
 
     def judge(self):
@@ -634,7 +651,7 @@ class ReasoningGymDriver:
         n = self.size if limit is None else max(0, min(int(limit), self.size))
         return [self._task(i, self.ds[i]) for i in range(n)]
 
-    def reset(self, task_id, seed):
+    def reset(self, task_id, seed, want_task=True):
         self._need_ds()
         if task_id is not None:
             try:
@@ -656,7 +673,8 @@ class ReasoningGymDriver:
             "messages": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": q}],
             "info": {"task_id": str(idx)},
         }
-        return {"observation": obs, "task": self._task(idx, entry)}
+        # A host that already holds the full task (from `tasks`) need not get it back.
+        return {"observation": obs, "task": self._task(idx, entry) if want_task else None}
 
     def _need_episode(self):
         self._need_ds()
@@ -784,7 +802,12 @@ def op_reset(req):
     task_id = req.get("task_id")
     if task_id is not None and not isinstance(task_id, (str, int)):
         raise BridgeError("InvalidParameter", "task_id must be a string or null")
-    return need_driver().reset(task_id, want_int(req, "seed", None, "seed"))
+    driver = need_driver()
+    result = driver.reset(task_id, want_int(req, "seed", None, "seed"), req.get("want_task", True) is not False)
+    if req.get("with_reference"):
+        # Saves the host a round trip per episode; the host keeps it out of the observation.
+        result["reference"] = driver.reference().get("action")
+    return result
 
 
 def op_step(req):
@@ -840,8 +863,8 @@ def handle(line):
     if fn is None:
         return error_reply(rid, "ProtocolError", f"unknown op {json.dumps(op)}; known: {', '.join(list(OPS) + ['close'])}"), False
     try:
-        result = fn(req)
-        return {"id": rid, "ok": True, "result": jsonable(result)}, False
+        # send() falls back to jsonable() when json.dumps refuses the result.
+        return {"id": rid, "ok": True, "result": fn(req)}, False
     except BridgeError as e:
         return error_reply(rid, e.kind, e.message, **e.fields), False
     except Exception as e:
@@ -849,13 +872,49 @@ def handle(line):
         return error_reply(rid, "EnvironmentError", f"{type(e).__name__}: {e}"), False
 
 
+# Poll stdin this long before sleeping in select(): waking a halted vCPU costs more than a whole
+# small step (see core/src/bridge/lines.rs), and a busy trainer sends the next request sooner.
+# The host passes its setting (NENYAX_BRIDGE_SPIN_US, 0 turns it off).
+SPIN_S = int(os.environ.get("NENYAX_BRIDGE_SPIN_US", "200") or 0) * 1e-6
+
+
+def requests():
+    """Request lines from stdin, read without Python's buffered reader so that the wait can
+    spin briefly before it sleeps."""
+    import select
+
+    fd = sys.stdin.fileno()
+    # Without a spin, a plain blocking read is one system call and no exception per request.
+    os.set_blocking(fd, SPIN_S <= 0)
+    pending = b""
+    clock = __import__("time").perf_counter
+    while True:
+        nl = pending.find(b"\n")
+        if nl >= 0:
+            line, pending = pending[:nl], pending[nl + 1 :]
+            yield line
+            continue
+        t0 = clock()
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 16)
+                break
+            except BlockingIOError:
+                if clock() - t0 > SPIN_S:
+                    select.select([fd], [], [])
+                else:
+                    # Let anything runnable on this core (the host, another worker) go first.
+                    os.sched_yield()
+        if not chunk:
+            if pending.strip():
+                yield pending
+            return
+        pending += chunk
+
+
 def main():
     send({"nenyax_bridge": BRIDGE_VERSION, "python": platform.python_version(), "pid": os.getpid()})
-    stdin = sys.stdin.buffer
-    while True:
-        line = stdin.readline()
-        if not line:
-            break
+    for line in requests():
         if not line.strip():
             continue
         reply, stop = handle(line.decode("utf-8", "replace"))
@@ -867,6 +926,3 @@ def main():
             break
     sys.exit(0)
 
-
-if __name__ == "__main__":
-    main()

@@ -257,17 +257,26 @@ impl Environment for BridgedEnv {
         let mut lease = self.pool.checkout()?;
         let r = lease.call(
             "reset",
-            json!({"task_id": task.map(|t| t.id.clone()), "seed": seed}),
+            json!({
+                "task_id": task.map(|t| t.id.clone()),
+                "seed": seed,
+                "with_reference": self.has_reference,
+                // A task listed by `tasks` is complete; one made from a bare id is filled in.
+                "want_task": task.map_or(true, |t| t.prompt.is_none() && t.metadata.is_empty()),
+            }),
         )?;
         let obs: Observation = parse(
             "reset",
             r.get("observation").cloned().unwrap_or(Value::Null),
         )?;
-        let task: Option<TaskRef> = parse("reset", r.get("task").cloned().unwrap_or(Value::Null))?;
+        let task: Option<TaskRef> =
+            match parse("reset", r.get("task").cloned().unwrap_or(Value::Null))? {
+                Some(t) => Some(t),
+                None => task.cloned(),
+            };
         if self.has_reference {
             if let Some(t) = &task {
-                let action = lease.call("reference", json!({}))?;
-                let action = action.get("action").cloned().unwrap_or(Value::Null);
+                let action = r.get("reference").cloned().unwrap_or(Value::Null);
                 if !action.is_null() {
                     self.references
                         .lock()
