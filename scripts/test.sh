@@ -25,6 +25,13 @@ if ! "$python" -c 'import sys, nenyax; sys.exit(nenyax.__version__ != "0.1.0a1")
     "$python" -m pip install --quiet --disable-pip-version-check "$reference"
 fi
 
+# The official OpenAI client, run against the recording model server (tests/openai_client.rs).
+openai_client="openai==3.57.0"
+if ! "$python" -c 'import sys, openai; sys.exit(openai.__version__ != "3.57.0")' >/dev/null 2>&1; then
+    echo "scripts/test.sh: installing $openai_client into $venv" >&2
+    "$python" -m pip install --quiet --disable-pip-version-check "$openai_client"
+fi
+
 if ! "$python" -c 'import reasoning_gym, gymnasium' >/dev/null 2>&1; then
     echo "scripts/test.sh: installing ${frameworks[*]} into $venv (reasoning-gym builds pycosat: ~2 min)" >&2
     "$python" -m pip install --quiet --disable-pip-version-check "${frameworks[@]}"

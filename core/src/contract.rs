@@ -556,14 +556,19 @@ impl ModelCall {
         self.prompt_token_ids = ids(resp.get("prompt_token_ids"))
             .or_else(|| ids(choice.and_then(|c| c.get("prompt_token_ids"))));
         self.completion_token_ids = ids(choice.and_then(|c| c.get("token_ids")));
-        self.completion_logprobs = choice
-            .and_then(|c| c.get("logprobs"))
+        let logprobs = choice.and_then(|c| c.get("logprobs"));
+        // Chat: logprobs.content[].logprob; completions: logprobs.token_logprobs[].
+        self.completion_logprobs = logprobs
             .and_then(|l| l.get("content"))
             .and_then(Value::as_array)
             .map(|toks| {
                 toks.iter()
                     .map(|t| t.get("logprob").and_then(Value::as_f64).unwrap_or(0.0))
                     .collect()
+            })
+            .or_else(|| {
+                let toks = logprobs?.get("token_logprobs")?.as_array()?;
+                Some(toks.iter().map(|t| t.as_f64().unwrap_or(0.0)).collect())
             });
     }
 }
