@@ -18,7 +18,7 @@
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
@@ -150,6 +150,9 @@ struct Shared {
     next: AtomicU64,
     max_body: usize,
     stop: AtomicBool,
+    /// Handler threads started, and those waiting for a call.
+    threads: AtomicUsize,
+    idle: AtomicUsize,
 }
 
 /// An OpenAI-compatible server on 127.0.0.1 that records every call per rollout.
@@ -157,7 +160,6 @@ pub struct ModelServer {
     shared: Arc<Shared>,
     server: Arc<tiny_http::Server>,
     port: u16,
-    acceptor: Option<std::thread::JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for ModelServer {
@@ -191,17 +193,21 @@ impl ModelServer {
             next: AtomicU64::new(1),
             max_body,
             stop: AtomicBool::new(false),
+            threads: AtomicUsize::new(0),
+            idle: AtomicUsize::new(0),
         });
-        let (srv, sh) = (server.clone(), shared.clone());
-        let acceptor = std::thread::Builder::new()
-            .name("nenyax-recorder".into())
-            .spawn(move || accept(srv, sh))
-            .map_err(|e| Error::io("cannot start the recording server thread", e))?;
+        for _ in 0..4 {
+            if !spawn_handler(&server, &shared) {
+                return Err(Error::io(
+                    "cannot start the recording server's threads",
+                    std::io::Error::last_os_error(),
+                ));
+            }
+        }
         Ok(ModelServer {
             shared,
             server,
             port,
-            acceptor: Some(acceptor),
         })
     }
 
@@ -246,10 +252,11 @@ impl ModelServer {
 
 impl Drop for ModelServer {
     fn drop(&mut self) {
+        // Each unblock wakes one waiting thread, which sees the flag and exits; calls being
+        // served finish first.
         self.shared.stop.store(true, Ordering::Relaxed);
-        self.server.unblock();
-        if let Some(t) = self.acceptor.take() {
-            let _ = t.join();
+        for _ in 0..self.shared.threads.load(Ordering::SeqCst) {
+            self.server.unblock();
         }
     }
 }
@@ -310,32 +317,37 @@ impl Drop for Recording {
     }
 }
 
-fn accept(server: Arc<tiny_http::Server>, shared: Arc<Shared>) {
+/// Handler threads wait in `recv` and serve the call they get themselves (no hand-off to
+/// another thread, which on a VM costs a vCPU wake-up per call). The pool grows: a thread that
+/// takes the last idle slot starts another, so hundreds of calls can block on slow models at
+/// once without queueing behind each other, and threads stay for the next burst.
+fn serve(server: Arc<tiny_http::Server>, shared: Arc<Shared>) {
     loop {
-        let req = match server.recv() {
-            Ok(r) => r,
-            Err(_) => {
-                if shared.stop.load(Ordering::Relaxed) {
-                    return;
-                }
-                continue;
-            }
-        };
+        shared.idle.fetch_add(1, Ordering::SeqCst);
+        let got = server.recv();
+        let idle_now = shared.idle.fetch_sub(1, Ordering::SeqCst) - 1;
         if shared.stop.load(Ordering::Relaxed) {
             return;
         }
-        // A thread per call: calls block on models for seconds, and hundreds of rollouts may
-        // be waiting at once; a fixed pool would queue them behind each other.
-        let sh = shared.clone();
-        let spawned = std::thread::Builder::new()
-            .name("nenyax-recorder-call".into())
-            .spawn(move || handle(req, &sh));
-        if spawned.is_err() {
-            // Out of threads: the request was moved into the failed closure and is dropped,
-            // which closes its connection; the client sees the failure.
-            continue;
+        let Ok(req) = got else { continue };
+        if idle_now == 0 {
+            spawn_handler(&server, &shared);
         }
+        handle(req, &shared);
     }
+}
+
+fn spawn_handler(server: &Arc<tiny_http::Server>, shared: &Arc<Shared>) -> bool {
+    let (srv, sh) = (server.clone(), shared.clone());
+    let spawned = std::thread::Builder::new()
+        .name("nenyax-recorder".into())
+        .spawn(move || serve(srv, sh))
+        .is_ok();
+    if spawned {
+        shared.threads.fetch_add(1, Ordering::SeqCst);
+    }
+    // Out of threads: the ones running still serve, one call at a time each.
+    spawned
 }
 
 /// Which OpenAI route a request is for.
