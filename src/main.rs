@@ -1,7 +1,7 @@
 //! The `nenyax` command line: list drivers, inspect, check, run and replay environments.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use serde_json::json;
+use serde_json::{json, Value};
 use std::fs::OpenOptions;
 use std::io::{BufWriter, Write};
 use std::process::ExitCode;
@@ -27,6 +27,12 @@ struct Cli {
 enum Command {
     /// List every driver and whether it is ready here (and if not, what is missing)
     Drivers {
+        /// Print JSON instead of a table
+        #[arg(long)]
+        json: bool,
+    },
+    /// List every model provider, whether it is ready here, and what it still needs
+    Integrations {
         /// Print JSON instead of a table
         #[arg(long)]
         json: bool,
@@ -116,6 +122,9 @@ struct PolicyArgs {
     /// Who acts
     #[arg(long, value_enum, default_value_t = PolicyKind::Oracle)]
     policy: PolicyKind,
+    /// Model provider by name (openai, groq, vllm, ollama, ...; see `nenyax integrations`)
+    #[arg(long)]
+    provider: Option<String>,
     /// Base URL of the endpoint, e.g. http://localhost:8000/v1
     #[arg(long)]
     base_url: Option<String>,
@@ -154,11 +163,6 @@ fn resolve_policy(args: &PolicyArgs, env: &dyn Environment) -> Result<Policy, Er
             .ok_or_else(|| missing("reference")),
         PolicyKind::Null => env.null_policy(None).ok_or_else(|| missing("null")),
         PolicyKind::Endpoint => {
-            let base = args.base_url.clone().ok_or_else(|| {
-                Error::Config(
-                    "--policy endpoint needs --base-url (e.g. http://localhost:8000/v1)".into(),
-                )
-            })?;
             let model = args
                 .model
                 .clone()
@@ -169,7 +173,18 @@ fn resolve_policy(args: &PolicyArgs, env: &dyn Environment) -> Result<Policy, Er
                     args.timeout
                 )));
             }
-            let mut e = Endpoint::new(base, model)
+            let e = match (&args.base_url, &args.provider) {
+                (Some(base), _) => Endpoint::new(base, &model),
+                (None, Some(p)) => Endpoint::preset(p, &model)?,
+                (None, None) => {
+                    return Err(Error::Config(
+                        "--policy endpoint needs --provider (e.g. vllm, openai) or --base-url \
+                         (e.g. http://localhost:8000/v1)"
+                            .into(),
+                    ))
+                }
+            };
+            let mut e = e
                 .timeout(Duration::from_secs_f64(args.timeout))
                 .retries(args.retries, Duration::from_millis(500));
             if let Some(var) = &args.api_key_env {
@@ -204,6 +219,49 @@ fn load(registry: &Registry, uri: &str) -> Result<Arc<dyn Environment>, Error> {
 fn run(cli: Cli) -> Result<ExitCode, Error> {
     let registry = Registry::with_builtins();
     match cli.command {
+        Command::Integrations { json } => {
+            let rows: Vec<Value> = nenyax::providers::PROVIDERS
+                .iter()
+                .map(|p| {
+                    let ready = p.readiness();
+                    json!({
+                        "name": p.name,
+                        "title": p.title,
+                        "kind": if p.kind == nenyax::providers::ProviderKind::Local { "local" } else { "hosted" },
+                        "base_url": p.base_url(),
+                        "key_var": p.key_var,
+                        "ready": ready.is_ok(),
+                        "needs": ready.err(),
+                    })
+                })
+                .collect();
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&rows).expect("serialises")
+                );
+            } else {
+                println!("model providers (use: --policy endpoint --provider NAME --model M)");
+                for r in &rows {
+                    let status = if r["ready"] == json!(true) {
+                        "ready"
+                    } else {
+                        "-"
+                    };
+                    println!(
+                        "  {:<11} {:<6} {:<7} {}",
+                        r["name"].as_str().unwrap_or_default(),
+                        r["kind"].as_str().unwrap_or_default(),
+                        status,
+                        r["base_url"].as_str().unwrap_or_default()
+                    );
+                    if let Some(n) = r["needs"].as_str() {
+                        println!("  {:<11} {:<6} {:<7} needs: {n}", "", "", "");
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Drivers { json } => {
             let list = registry.list();
             if json {

@@ -263,3 +263,87 @@ fn info_and_try() {
         stdout(&o)
     );
 }
+
+/// `nenyax integrations` says which providers are ready: a hosted one once its key variable is
+/// set, a local one once a server answers at its (overridden) base URL; and `--provider` drives
+/// a run through that server.
+#[test]
+fn integrations_report_readiness_and_provider_drives_a_run() {
+    let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
+    let port = server.server_addr().to_ip().unwrap().port();
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = calls.clone();
+    std::thread::spawn(move || {
+        for req in server.incoming_requests() {
+            let body = if req.url().ends_with("/models") {
+                r#"{"object":"list","data":[]}"#.to_string()
+            } else {
+                seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                r#"{"id":"x","object":"chat.completion","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"<answer>0</answer>"}}]}"#.to_string()
+            };
+            let _ = req.respond(tiny_http::Response::from_string(body));
+        }
+    });
+    let base = format!("http://127.0.0.1:{port}/v1");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_nenyax"))
+            .args(args)
+            .env("NENYAX_VLLM_BASE_URL", &base)
+            .env("GROQ_API_KEY", "gsk-test")
+            .env_remove("OPENAI_API_KEY")
+            .output()
+            .unwrap()
+    };
+    let out = run(&["integrations", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = |name: &str| {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(row("vllm")["ready"], true, "{}", row("vllm"));
+    assert_eq!(row("vllm")["base_url"], base.as_str());
+    assert_eq!(row("groq")["ready"], true);
+    assert_eq!(row("openai")["ready"], false);
+    assert!(row("openai")["needs"]
+        .as_str()
+        .unwrap()
+        .contains("OPENAI_API_KEY"));
+    let text = stdout(&run(&["integrations"]));
+    assert!(text.contains("needs: export OPENAI_API_KEY"), "{text}");
+
+    let out = run(&[
+        "run",
+        "builtin:arithmetic?size=3",
+        "--policy",
+        "endpoint",
+        "--provider",
+        "vllm",
+        "--model",
+        "m",
+        "-n",
+        "3",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 3);
+    let out = run(&[
+        "run",
+        "builtin:arithmetic",
+        "--policy",
+        "endpoint",
+        "--provider",
+        "opnai",
+        "--model",
+        "m",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("did you mean `openai`"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -26,6 +26,7 @@ pub mod env;
 pub mod error;
 pub mod judges;
 pub mod policy;
+pub mod providers;
 pub mod recorder;
 pub mod replay;
 pub mod rng;

@@ -25,6 +25,13 @@ pub trait ChatModel: Send + Sync {
     /// Reply to `messages`.
     fn complete(&self, messages: &[Message]) -> Result<Message>;
 
+    /// When this model is an OpenAI-compatible server, how to reach it, so that the recording
+    /// server proxies calls to it (streams, tool calls and token ids intact) instead of asking
+    /// [`ChatModel::complete`].
+    fn upstream(&self) -> Option<crate::recorder::Upstream> {
+        None
+    }
+
     /// Reply and record the call; the default synthesises an OpenAI-shaped request and response
     /// so that every policy's calls look alike in a trajectory. Endpoints keep the raw bodies.
     fn complete_recorded(&self, messages: &[Message]) -> (Result<Message>, ModelCall) {
@@ -178,6 +185,7 @@ pub struct Endpoint {
     params: Map<String, Value>,
     max_retries: u32,
     backoff: Duration,
+    timeout: Duration,
     agent: ureq::Agent,
 }
 
@@ -202,6 +210,7 @@ impl Endpoint {
             params: Map::new(),
             max_retries: 3,
             backoff: Duration::from_millis(500),
+            timeout: Duration::from_secs(600),
             agent: ureq::Agent::new_with_defaults(),
         };
         e = e.timeout(Duration::from_secs(600));
@@ -229,6 +238,7 @@ impl Endpoint {
 
     /// Whole-request timeout.
     pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
         let config = ureq::Agent::config_builder()
             .timeout_global(Some(timeout))
             .http_status_as_error(false)
@@ -350,6 +360,17 @@ impl ChatModel for Endpoint {
         self.model.clone()
     }
 
+    fn upstream(&self) -> Option<crate::recorder::Upstream> {
+        let mut up = crate::recorder::Upstream::new(&self.base_url)
+            .model(&self.model)
+            .timeout(self.timeout)
+            .retries(self.max_retries, self.backoff);
+        if let Some(k) = &self.api_key {
+            up = up.api_key(k);
+        }
+        Some(up)
+    }
+
     fn complete(&self, messages: &[Message]) -> Result<Message> {
         self.complete_recorded(messages).0
     }
@@ -383,8 +404,13 @@ impl ChatModel for Endpoint {
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EndpointSpec {
-    /// Base URL, e.g. `http://localhost:8000/v1`.
-    pub base_url: String,
+    /// A provider by name (`openai`, `groq`, `vllm`, ...; see `nenyax integrations`): its base
+    /// URL and key variable are used unless `base_url` / `api_key_env` are given too.
+    #[serde(default)]
+    pub provider: Option<String>,
+    /// Base URL, e.g. `http://localhost:8000/v1`; required without `provider`.
+    #[serde(default)]
+    pub base_url: Option<String>,
     /// Model name.
     pub model: String,
     /// Environment variable holding the API key.
@@ -417,7 +443,28 @@ impl EndpointSpec {
                 )))
             }
         };
-        let mut e = Endpoint::new(&self.base_url, &self.model)
+        let base = match (&self.base_url, &self.provider) {
+            (Some(b), None) => Endpoint::new(b, &self.model),
+            (Some(b), Some(p)) => {
+                // An explicit URL wins; the provider still supplies the key variable.
+                let p = crate::providers::provider(p)?;
+                let e = Endpoint::new(b, &self.model);
+                match std::env::var(p.key_var) {
+                    Ok(k) if !k.is_empty() && self.api_key_env.is_none() => e.api_key(k),
+                    _ => e,
+                }
+            }
+            (None, Some(p)) if self.api_key_env.is_some() => {
+                Endpoint::new(crate::providers::provider(p)?.base_url(), &self.model)
+            }
+            (None, Some(p)) => Endpoint::preset(p, &self.model)?,
+            (None, None) => {
+                return Err(Error::Config(
+                    "an endpoint needs `base_url` or `provider` (e.g. {\"provider\": \"vllm\", \"model\": \"Qwen/Qwen3-8B\"})".into(),
+                ))
+            }
+        };
+        let mut e = base
             .timeout(secs("timeout_s", self.timeout_s, 600.0)?)
             .retries(
                 self.retries.unwrap_or(3),
