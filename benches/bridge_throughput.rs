@@ -323,7 +323,9 @@ fn main() {
     // `cargo bench` passes `--bench`; `cargo test --all-targets` runs this binary without it,
     // and minutes of benchmarks do not belong in a test run.
     if !std::env::args().any(|a| a == "--bench") {
-        println!("bridge_throughput: a benchmark; run it with `cargo bench --bench bridge_throughput`");
+        println!(
+            "bridge_throughput: a benchmark; run it with `cargo bench --bench bridge_throughput`"
+        );
         return;
     }
     // A name filter may follow.

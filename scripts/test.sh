@@ -37,6 +37,11 @@ if ! "$python" -c 'import reasoning_gym, gymnasium' >/dev/null 2>&1; then
     "$python" -m pip install --quiet --disable-pip-version-check "${frameworks[@]}"
 fi
 
+# Verifiers 0.3.1 (classic API) and 0.4.0 (v1 API) each in their own venv (tests/verifiers.rs).
+scripts/setup_verifiers.sh
+export NENYAX_VERIFIERS_031_PYTHON="$root/.venv-verifiers-0.3.1/bin/python"
+export NENYAX_VERIFIERS_040_PYTHON="$root/.venv-verifiers-0.4.0/bin/python"
+
 export NENYAX_TEST_PYTHON="$python"
 # The bridge drivers' interpreter (tests/bridge.rs).
 export NENYAX_PYTHON="$python"

@@ -36,6 +36,11 @@ pub trait Driver: Send + Sync {
         Readiness::Ready
     }
 
+    /// Whether it can run this URI here (a URI may name its own interpreter, say).
+    fn readiness_for(&self, _uri: &Uri) -> Readiness {
+        self.readiness()
+    }
+
     /// Load the environment a URI names.
     fn load(&self, uri: &Uri) -> Result<Arc<dyn Environment>>;
 }
@@ -88,6 +93,7 @@ impl Registry {
         r.register(Box::new(crate::define::DefineDriver));
         r.register(Box::new(crate::bridge::drivers::reasoning_gym()));
         r.register(Box::new(crate::bridge::drivers::gymnasium()));
+        r.register(Box::new(crate::bridge::drivers::verifiers()));
         r
     }
 
@@ -160,7 +166,7 @@ impl Registry {
                 known,
             });
         };
-        if let Readiness::Missing(missing) = driver.readiness() {
+        if let Readiness::Missing(missing) = driver.readiness_for(&parsed) {
             return Err(Error::DriverUnavailable {
                 driver: parsed.scheme,
                 missing,

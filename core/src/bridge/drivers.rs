@@ -44,6 +44,17 @@ pub fn gymnasium() -> BridgeDriver {
     }
 }
 
+/// `verifiers:<env_id>?<env args>` (rollout mode: the environment runs its own loop and calls
+/// the model through the recording server).
+pub fn verifiers() -> BridgeDriver {
+    BridgeDriver {
+        scheme: "verifiers",
+        package: "verifiers",
+        requirement: "verifiers>=0.3.1,<0.5",
+        summary: "Prime Intellect verifiers environments (0.3 classic and 0.4 v1) through the Python bridge: verifiers:gsm8k",
+    }
+}
+
 fn bridge_params() -> Vec<ParamSpec> {
     vec![
         ParamSpec {
@@ -53,12 +64,41 @@ fn bridge_params() -> Vec<ParamSpec> {
             help: "bridge worker processes (one environment instance each)",
         },
         ParamSpec {
+            name: "python",
+            kind: ParamKind::Str,
+            default: "NENYAX_PYTHON, the managed venv, or python3",
+            help: "the interpreter the bridge workers run (one with the framework installed)",
+        },
+        ParamSpec {
             name: "timeout_s",
             kind: ParamKind::Float,
             default: "300",
             help: "longest wait for one bridge reply before the worker is replaced",
         },
     ]
+}
+
+impl BridgeDriver {
+    /// Whether `python` can import the framework.
+    fn probe(&self, python: String) -> Readiness {
+        let config = BridgeConfig {
+            python,
+            workers: 1,
+            timeout: Duration::from_secs(30),
+        };
+        let probe = Worker::spawn(&config)
+            .and_then(|mut w| w.call("probe", json!({"packages": [self.package]})));
+        match probe {
+            Err(e) => Readiness::Missing(e.to_string()),
+            Ok(v) => match v["versions"][self.package].as_str() {
+                Some(_) => Readiness::Ready,
+                None => Readiness::Missing(format!(
+                    "{} is not installed for {}; run `nenyax setup {}` or `{} -m pip install '{}'`",
+                    self.requirement, config.python, self.scheme, config.python, self.requirement
+                )),
+            },
+        }
+    }
 }
 
 impl Driver for BridgeDriver {
@@ -80,22 +120,18 @@ impl Driver for BridgeDriver {
     }
 
     fn readiness(&self) -> Readiness {
-        let config = BridgeConfig {
-            workers: 1,
-            timeout: Duration::from_secs(30),
-            ..BridgeConfig::default()
-        };
-        let probe = Worker::spawn(&config)
-            .and_then(|mut w| w.call("probe", json!({"packages": [self.package]})));
-        match probe {
-            Err(e) => Readiness::Missing(e.to_string()),
-            Ok(v) => match v["versions"][self.package].as_str() {
-                Some(_) => Readiness::Ready,
-                None => Readiness::Missing(format!(
-                    "{} is not installed for {}; run `nenyax setup {}` or `{} -m pip install '{}'`",
-                    self.requirement, config.python, self.scheme, config.python, self.requirement
-                )),
-            },
+        self.probe(BridgeConfig::default().python)
+    }
+
+    fn readiness_for(&self, uri: &Uri) -> Readiness {
+        match uri
+            .params
+            .iter()
+            .find(|(k, _)| k == "python")
+            .and_then(|(_, v)| v.as_str())
+        {
+            Some(p) => self.probe(p.to_string()),
+            None => self.readiness(),
         }
     }
 
@@ -114,6 +150,18 @@ impl Driver for BridgeDriver {
                                 value: v.to_string(),
                                 expected: "an integer from 1 to 256".into(),
                             })? as usize
+                }
+                "python" => {
+                    config.python = v
+                        .as_str()
+                        .filter(|p| !p.is_empty())
+                        .ok_or_else(|| Error::InvalidParameter {
+                            driver: self.scheme.into(),
+                            param: "python".into(),
+                            value: v.to_string(),
+                            expected: "the path of a Python interpreter".into(),
+                        })?
+                        .to_string()
                 }
                 "timeout_s" => {
                     let s = v
@@ -152,6 +200,11 @@ impl Driver for BridgeDriver {
             Error::Config(m) => Error::Config(format!("{}: {m}", uri.raw)),
             other => other,
         })?;
+        if self.scheme == "verifiers" {
+            return Ok(Arc::new(super::verifiers::VerifiersEnv::new(
+                &uri.raw, pool, &info,
+            )?));
+        }
         Ok(Arc::new(BridgedEnv::new(
             self.scheme,
             &uri.raw,
@@ -218,7 +271,7 @@ impl BridgedEnv {
     }
 }
 
-fn parse<T: serde::de::DeserializeOwned>(what: &str, v: Value) -> Result<T> {
+pub(super) fn parse<T: serde::de::DeserializeOwned>(what: &str, v: Value) -> Result<T> {
     serde_json::from_value(v).map_err(|e| {
         Error::Protocol(format!(
             "bridge `{what}` reply does not fit the contract: {e}"
@@ -227,7 +280,7 @@ fn parse<T: serde::de::DeserializeOwned>(what: &str, v: Value) -> Result<T> {
 }
 
 /// A number that may arrive as "inf"/"-inf"/"nan" (the bridge's spelling of non-finite floats).
-fn number(v: &Value) -> f64 {
+pub(super) fn number(v: &Value) -> f64 {
     match v {
         Value::Number(n) => n.as_f64().unwrap_or(f64::NAN),
         Value::String(s) if s == "inf" => f64::INFINITY,

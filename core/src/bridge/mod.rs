@@ -16,6 +16,7 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 
 pub mod drivers;
+pub mod verifiers;
 
 /// The bridge script, embedded at build time: the protocol and the step-mode drivers, then
 /// the Verifiers driver (which registers itself in `DRIVERS`), then the entry point.
