@@ -121,6 +121,10 @@ typedef struct nenyax_error_t nenyax_error_t;
 // A policy: an action or chat callback, an endpoint, or an environment's own policy.
 typedef struct nenyax_policy_t nenyax_policy_t;
 
+// A recording on the process's model server: an OpenAI base URL of its own whose calls are
+// answered by a chat policy and kept, for a host that runs its own agent loop.
+typedef struct nenyax_recording_t nenyax_recording_t;
+
 // Where a callback writes its output; the library copies what is written.
 typedef struct nenyax_reply_t nenyax_reply_t;
 
@@ -352,14 +356,33 @@ struct nenyax_error_t *nenyax_policy_new(const struct nenyax_policy_vtable_t *vt
                                          uint32_t flags,
                                          struct nenyax_policy_t **out);
 
-// A policy backed by an OpenAI-compatible endpoint: JSON {"base_url", "model", "api_key_env",
-// "timeout_s", "retries", "backoff_s", "params"}.
+// A policy backed by an OpenAI-compatible endpoint: JSON {"provider" or "base_url", "model",
+// "api_key_env", "timeout_s", "retries", "backoff_s", "params"}; "provider" names one of
+// `nenyax integrations` (e.g. "vllm", "openai"), its base URL and key variable.
 struct nenyax_error_t *nenyax_policy_endpoint(const char *options_json,
                                               size_t options_len,
                                               struct nenyax_policy_t **out);
 
 // Free a policy; NULL is a no-op. Its user_data is freed when no handle uses it any more.
 void nenyax_policy_free(struct nenyax_policy_t *policy);
+
+// Start a recording answered by `policy` (a chat policy: a callback model or an endpoint,
+// which is proxied with streams and token ids intact); free it with nenyax_recording_free.
+// Callbacks are called from the server's threads: give them NENYAX_THREAD_SAFE.
+struct nenyax_error_t *nenyax_recording_new(const struct nenyax_policy_t *policy,
+                                            struct nenyax_recording_t **out);
+
+// The recording's OpenAI base URL (`http://127.0.0.1:<port>/r/<id>/v1`).
+struct nenyax_error_t *nenyax_recording_base_url(const struct nenyax_recording_t *recording,
+                                                 struct nenyax_string_t *out);
+
+// The calls made so far, as a JSON array of ModelCall; with `drain` non-zero they are removed.
+struct nenyax_error_t *nenyax_recording_calls(const struct nenyax_recording_t *recording,
+                                              int32_t drain,
+                                              struct nenyax_string_t *out);
+
+// End a recording (its URL stops answering) and free it; NULL is a no-op.
+void nenyax_recording_free(struct nenyax_recording_t *recording);
 
 // A runner with its own pool of `threads` workers (0: one per core, or NENYAX_NUM_THREADS;
 // at most NENYAX_MAX_THREADS).

@@ -52,7 +52,7 @@ echo "== building libnenyax (debug)"
 cargo build --quiet -p nenyax-ffi --lib || exit 1
 
 warnings=(-std=c11 -Wall -Wextra -Wpedantic -Werror)
-san=(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -g -O1)
+san=(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -g -O1 "-DNENYAX_TEST_ROOT=\"$root\"")
 
 # halt on the first error; detect leaks at exit; full stacks through the Rust frames (which have
 # no frame pointers) so a leak report names the Rust function that allocated.

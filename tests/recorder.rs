@@ -472,3 +472,19 @@ fn three_hundred_concurrent_rollouts_each_get_exactly_their_calls() {
         }
     }
 }
+
+#[test]
+fn a_call_is_in_the_recording_as_soon_as_its_reply_is() {
+    // The reply reaches the client before the call is stored; reading the calls must wait for
+    // it, or a rollout that ends right after its last call would lose that call.
+    let server = ModelServer::start().unwrap();
+    let rec = server.record(echo_model());
+    for i in 0..200 {
+        let (s, _) = post(
+            &format!("{}/chat/completions", rec.base_url()),
+            &format!(r#"{{"model":"m","messages":[{{"role":"user","content":"{i}"}}]}}"#),
+        );
+        assert_eq!(s, 200);
+        assert_eq!(rec.calls().len(), i + 1, "call {i} not recorded yet");
+    }
+}

@@ -134,7 +134,14 @@ fn agent(timeout: Duration) -> ureq::Agent {
 struct Slot {
     backend: Backend,
     calls: Mutex<Vec<ModelCall>>,
+    /// Calls being served. A client has its reply before the call is recorded, so reading
+    /// the calls waits for these (briefly) lest a rollout that ends at once miss its last one.
+    in_flight: Mutex<usize>,
+    settled: std::sync::Condvar,
 }
+
+/// Longest wait for calls still being recorded when a recording's calls are read.
+const SETTLE: Duration = Duration::from_secs(5);
 
 impl Slot {
     fn push(&self, call: ModelCall) {
@@ -142,6 +149,32 @@ impl Slot {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(call);
+    }
+
+    fn begin(self: &Arc<Self>) -> InFlight {
+        *self.in_flight.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        InFlight(self.clone())
+    }
+
+    fn settle(&self) {
+        let n = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = self
+            .settled
+            .wait_timeout_while(n, SETTLE, |n| *n > 0)
+            .unwrap_or_else(|p| p.into_inner());
+    }
+}
+
+/// A call being served; recorded (or failed) by the time it is dropped.
+struct InFlight(Arc<Slot>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut n = self.0.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        *n -= 1;
+        if *n == 0 {
+            self.0.settled.notify_all();
+        }
     }
 }
 
@@ -235,6 +268,8 @@ impl ModelServer {
         let slot = Arc::new(Slot {
             backend,
             calls: Mutex::new(Vec::new()),
+            in_flight: Mutex::new(0),
+            settled: std::sync::Condvar::new(),
         });
         self.shared
             .slots
@@ -292,8 +327,10 @@ impl Recording {
         &self.id
     }
 
-    /// The calls so far, in the order they finished.
+    /// The calls so far, in the order they finished (waiting up to 5 s for calls whose reply
+    /// was sent but which are not recorded yet).
     pub fn calls(&self) -> Vec<ModelCall> {
+        self.slot.settle();
         self.slot
             .calls
             .lock()
@@ -301,8 +338,9 @@ impl Recording {
             .clone()
     }
 
-    /// The calls so far, leaving none.
+    /// The calls so far, leaving none (waiting as [`Recording::calls`] does).
     pub fn take(&self) -> Vec<ModelCall> {
+        self.slot.settle();
         std::mem::take(&mut *self.slot.calls.lock().unwrap_or_else(|p| p.into_inner()))
     }
 }
@@ -421,6 +459,7 @@ fn handle(mut req: tiny_http::Request, shared: &Shared) {
             &format!("unknown recording {id}: its rollout has finished, or it never existed"),
         );
     };
+    let _in_flight = slot.begin();
     if route == Route::Models {
         let name = match &slot.backend {
             Backend::Model(m) => m.name(),

@@ -200,6 +200,11 @@ pub(crate) struct Route {
 }
 
 impl Route {
+    /// Whether the host said its callbacks may run on any thread.
+    pub(crate) fn thread_safe(&self) -> bool {
+        self.thread_safe
+    }
+
     pub(crate) fn new(flags: u32) -> Arc<Route> {
         Arc::new(Route {
             thread_safe: flags & NENYAX_THREAD_SAFE != 0,

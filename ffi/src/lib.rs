@@ -462,14 +462,34 @@ pub unsafe extern "C" fn nenyax_env_rollout(
         let policy = policy_ref(policy)?;
         need_out(out)?;
         let o: RolloutJson = options(options_json, options_len, "options_json")?;
-        let traj = env.env.rollout(
-            &policy.policy,
-            &RolloutOptions {
-                task: o.task,
-                seed: o.seed,
-                max_steps: o.max_steps,
-            },
-        );
+        let opts = RolloutOptions {
+            task: o.task,
+            seed: o.seed,
+            max_steps: o.max_steps,
+        };
+        let routes: Vec<Arc<Route>> = env.routes.iter().chain(&policy.routes).cloned().collect();
+        let traj = if routes.iter().all(|r| r.thread_safe()) {
+            env.env.rollout(&policy.policy, &opts)
+        } else {
+            // A rollout-mode environment calls the model from the recording server's threads;
+            // callbacks that must run on this thread are sent back here while it waits.
+            let (tx, rx) = crossbeam_channel::unbounded::<nenyax_core::runner::CallerTask>();
+            let _bound = bind(&routes, tx);
+            let (done_tx, done_rx) = crossbeam_channel::bounded(1);
+            std::thread::scope(|scope| {
+                scope.spawn(|| {
+                    let _ = done_tx.send(env.env.rollout(&policy.policy, &opts));
+                });
+                loop {
+                    crossbeam_channel::select! {
+                        recv(done_rx) -> t => break t.map_err(|_| {
+                            invalid("the rollout thread stopped without a trajectory".into())
+                        }),
+                        recv(rx) -> task => if let Ok(task) = task { task() },
+                    }
+                }
+            })?
+        };
         out_param(out, to_string_out(traj.to_json()))
     })
 }
@@ -658,8 +678,9 @@ pub unsafe extern "C" fn nenyax_policy_new(
     })
 }
 
-/// A policy backed by an OpenAI-compatible endpoint: JSON {"base_url", "model", "api_key_env",
-/// "timeout_s", "retries", "backoff_s", "params"}.
+/// A policy backed by an OpenAI-compatible endpoint: JSON {"provider" or "base_url", "model",
+/// "api_key_env", "timeout_s", "retries", "backoff_s", "params"}; "provider" names one of
+/// `nenyax integrations` (e.g. "vllm", "openai"), its base URL and key variable.
 #[no_mangle]
 pub unsafe extern "C" fn nenyax_policy_endpoint(
     options_json: *const c_char,
@@ -686,6 +707,97 @@ pub unsafe extern "C" fn nenyax_policy_free(policy: *mut nenyax_policy_t) {
     quietly(|| {
         if !policy.is_null() {
             drop(Box::from_raw(policy));
+        }
+        Ok(())
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// recordings
+
+/// A recording on the process's model server: an OpenAI base URL of its own whose calls are
+/// answered by a chat policy and kept, for a host that runs its own agent loop.
+pub struct nenyax_recording_t {
+    recording: nenyax_core::Recording,
+    _routes: Vec<Arc<Route>>,
+}
+
+/// Start a recording answered by `policy` (a chat policy: a callback model or an endpoint,
+/// which is proxied with streams and token ids intact); free it with nenyax_recording_free.
+/// Callbacks are called from the server's threads: give them NENYAX_THREAD_SAFE.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_recording_new(
+    policy: *const nenyax_policy_t,
+    out: *mut *mut nenyax_recording_t,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        let policy = policy_ref(policy)?;
+        let model = match &policy.policy {
+            Policy::Chat(m) => m.clone(),
+            other => {
+                return Err(invalid(format!(
+                    "a recording needs a chat policy (a chat callback or an endpoint); got: {}",
+                    other.kind()
+                )))
+            }
+        };
+        let backend = match model.upstream() {
+            Some(up) => nenyax_core::Backend::Upstream(Arc::new(up)),
+            None => nenyax_core::Backend::Model(model),
+        };
+        let recording = nenyax_core::ModelServer::global()?.record(backend);
+        out_param(
+            out,
+            boxed(nenyax_recording_t {
+                recording,
+                _routes: policy.routes.clone(),
+            }),
+        )
+    })
+}
+
+/// The recording's OpenAI base URL (`http://127.0.0.1:<port>/r/<id>/v1`).
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_recording_base_url(
+    recording: *const nenyax_recording_t,
+    out: *mut nenyax_string_t,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        let r = recording
+            .as_ref()
+            .ok_or_else(|| invalid("recording is NULL".into()))?;
+        need_out(out)?;
+        out_param(out, to_string_out(r.recording.base_url().to_string()))
+    })
+}
+
+/// The calls made so far, as a JSON array of ModelCall; with `drain` non-zero they are removed.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_recording_calls(
+    recording: *const nenyax_recording_t,
+    drain: i32,
+    out: *mut nenyax_string_t,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        let r = recording
+            .as_ref()
+            .ok_or_else(|| invalid("recording is NULL".into()))?;
+        need_out(out)?;
+        let calls = if drain != 0 {
+            r.recording.take()
+        } else {
+            r.recording.calls()
+        };
+        out_param(out, json_out(&calls))
+    })
+}
+
+/// End a recording (its URL stops answering) and free it; NULL is a no-op.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_recording_free(recording: *mut nenyax_recording_t) {
+    quietly(|| {
+        if !recording.is_null() {
+            drop(Box::from_raw(recording));
         }
         Ok(())
     });

@@ -179,6 +179,8 @@ fn run_c_program(name: &str, link: Link) {
     cmd.arg("-std=c11")
         .args(WARNINGS)
         .arg("-pthread")
+        // Where the repository is, for programs that load test fixtures from it.
+        .arg(format!("-DNENYAX_TEST_ROOT=\"{}\"", root().display()))
         .arg("-I")
         .arg(root().join("include"))
         .arg("-I")
@@ -254,6 +256,7 @@ c_programs!(
     test_env_check_tier,
     test_errors,
     test_reasoning_gym,
+    test_recording,
     test_sessions,
     test_sink_stop_routed,
     test_task_by_id,

@@ -89,8 +89,8 @@ impl Environment for VerifiersEnv {
             Policy::Chat(m) => m.clone(),
             other => {
                 return Err(Error::PolicyMismatch(format!(
-                    "{} runs its own loop and calls a chat model itself; a {} policy cannot \
-                     drive it: pass a chat model (an Endpoint or a FunctionModel)",
+                    "{} runs its own loop and calls a chat model itself, so it cannot be driven \
+                     by this policy ({}); pass a chat model (an Endpoint or a FunctionModel)",
                     self.manifest.id,
                     other.kind()
                 )))
