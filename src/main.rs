@@ -86,7 +86,7 @@ enum Command {
     },
     /// Create the managed Python environment and install a framework's pinned package into it
     Setup {
-        /// reasoning-gym or gymnasium
+        /// reasoning-gym, gymnasium or verifiers
         framework: String,
         /// The interpreter that creates the venv
         #[arg(long, default_value = "python3")]
@@ -441,6 +441,8 @@ const FRAMEWORKS: &[(&str, &str)] = &[
     ("reasoning-gym", "reasoning-gym==0.1.25"),
     ("reasoning_gym", "reasoning-gym==0.1.25"),
     ("gymnasium", "gymnasium==1.4.0"),
+    // The v1 API's harness programs are run with uv; verifiers needs Python 3.11 to 3.13.
+    ("verifiers", "verifiers==0.4.0 uv"),
 ];
 
 fn setup(framework: &str, python: &str) -> Result<ExitCode, Error> {
@@ -450,7 +452,7 @@ fn setup(framework: &str, python: &str) -> Result<ExitCode, Error> {
         .map(|(_, r)| *r)
         .ok_or_else(|| {
             Error::Config(format!(
-                "unknown framework `{framework}`; nenyax setup knows reasoning-gym and gymnasium"
+                "unknown framework `{framework}`; nenyax setup knows reasoning-gym, gymnasium and verifiers"
             ))
         })?;
     let venv = nenyax::bridge::managed_venv();
@@ -474,10 +476,9 @@ fn setup(framework: &str, python: &str) -> Result<ExitCode, Error> {
         run(python, &["-m", "venv", &venv_str])?;
     }
     let venv_python = venv.join("bin/python").display().to_string();
-    run(
-        &venv_python,
-        &["-m", "pip", "install", "--quiet", requirement],
-    )?;
+    let mut args = vec!["-m", "pip", "install", "--quiet"];
+    args.extend(requirement.split_whitespace());
+    run(&venv_python, &args)?;
     println!("{requirement} is installed in {venv_str}; the bridge uses {venv_python} unless NENYAX_PYTHON is set");
     Ok(ExitCode::SUCCESS)
 }

@@ -178,3 +178,62 @@ fn a_batch_of_chat_rollouts_through_the_runner() {
     );
     assert_eq!(s.seen.lock().unwrap().len(), 20);
 }
+
+/// A recording server answered by `reply`, standing in for an OpenAI-compatible upstream that
+/// streams when asked.
+fn recorder_upstream(
+    reply: impl Fn(&[Message]) -> nenyax::Result<String> + Send + Sync + 'static,
+) -> (nenyax::ModelServer, nenyax::Recording) {
+    let server = nenyax::ModelServer::start().unwrap();
+    let rec = server.record(nenyax::Backend::Model(Arc::new(
+        nenyax::FunctionModel::new("upstream", reply),
+    )));
+    (server, rec)
+}
+
+#[test]
+fn a_streaming_endpoint_assembles_the_reply_and_records_it_whole() {
+    let (_server, rec) = recorder_upstream(|_| Ok("streamed <answer>7</answer>".into()));
+    let e = Endpoint::new(rec.base_url(), "m").stream(true);
+    let (reply, call) = e.complete_recorded(&[Message::user("What is 3 + 4?")]);
+    assert_eq!(
+        reply.unwrap().text().unwrap(),
+        "streamed <answer>7</answer>"
+    );
+    assert_eq!(call.request["stream"], json!(true));
+    assert_eq!(
+        call.response.unwrap()["choices"][0]["message"]["content"],
+        "streamed <answer>7</answer>"
+    );
+    // The upstream saw a streamed call.
+    assert_eq!(rec.calls()[0].request["stream"], json!(true));
+}
+
+#[test]
+fn max_concurrency_caps_requests_in_flight_across_threads() {
+    let now = Arc::new(Mutex::new((0usize, 0usize))); // (in flight, most seen)
+    let n2 = now.clone();
+    let (_server, rec) = recorder_upstream(move |_| {
+        {
+            let mut n = n2.lock().unwrap();
+            n.0 += 1;
+            n.1 = n.1.max(n.0);
+        }
+        thread::sleep(Duration::from_millis(50));
+        n2.lock().unwrap().0 -= 1;
+        Ok("ok".into())
+    });
+    let e = Endpoint::new(rec.base_url(), "m").max_concurrency(2);
+    thread::scope(|s| {
+        for _ in 0..8 {
+            let e = e.clone();
+            s.spawn(move || e.complete(&[Message::user("hi")]).unwrap());
+        }
+    });
+    assert_eq!(rec.calls().len(), 8);
+    assert_eq!(
+        now.lock().unwrap().1,
+        2,
+        "at most 2 in flight, and the cap was reached"
+    );
+}

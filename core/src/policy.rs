@@ -186,7 +186,36 @@ pub struct Endpoint {
     max_retries: u32,
     backoff: Duration,
     timeout: Duration,
+    stream: bool,
+    gate: Option<Arc<Gate>>,
     agent: ureq::Agent,
+}
+
+/// At most `limit` requests in flight, shared by every clone of an endpoint.
+struct Gate {
+    limit: usize,
+    busy: std::sync::Mutex<usize>,
+    freed: std::sync::Condvar,
+}
+
+struct Permit<'a>(&'a Gate);
+
+impl Gate {
+    fn enter(&self) -> Permit<'_> {
+        let mut busy = self.busy.lock().unwrap_or_else(|p| p.into_inner());
+        while *busy >= self.limit {
+            busy = self.freed.wait(busy).unwrap_or_else(|p| p.into_inner());
+        }
+        *busy += 1;
+        Permit(self)
+    }
+}
+
+impl Drop for Permit<'_> {
+    fn drop(&mut self) {
+        *self.0.busy.lock().unwrap_or_else(|p| p.into_inner()) -= 1;
+        self.0.freed.notify_one();
+    }
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -211,6 +240,8 @@ impl Endpoint {
             max_retries: 3,
             backoff: Duration::from_millis(500),
             timeout: Duration::from_secs(600),
+            stream: false,
+            gate: None,
             agent: ureq::Agent::new_with_defaults(),
         };
         e = e.timeout(Duration::from_secs(600));
@@ -254,6 +285,24 @@ impl Endpoint {
         self
     }
 
+    /// Ask for the reply as a stream (`stream: true`, with usage) and assemble it; for servers
+    /// and models that only stream. The recorded response is the assembled body.
+    pub fn stream(mut self, on: bool) -> Self {
+        self.stream = on;
+        self
+    }
+
+    /// At most `n` requests in flight at once across every thread using this endpoint (and its
+    /// clones); the rest wait their turn. For rate-limited APIs and small local servers.
+    pub fn max_concurrency(mut self, n: usize) -> Self {
+        self.gate = Some(Arc::new(Gate {
+            limit: n.max(1),
+            busy: std::sync::Mutex::new(0),
+            freed: std::sync::Condvar::new(),
+        }));
+        self
+    }
+
     /// A request parameter sent with every call (e.g. `temperature`, `max_tokens`).
     pub fn param(mut self, key: &str, value: Value) -> Self {
         self.params.insert(key.to_string(), value);
@@ -271,6 +320,7 @@ impl Endpoint {
             url: url.clone(),
             message,
         };
+        let _permit = self.gate.as_ref().map(|g| g.enter());
         let mut wait = self.backoff;
         let mut attempt = 0;
         loop {
@@ -289,6 +339,17 @@ impl Endpoint {
                         .body_mut()
                         .read_to_string()
                         .map_err(|e| fail(format!("could not read the response body: {e}")))?;
+                    if (200..300).contains(&status) && self.stream {
+                        let (assembled, done) =
+                            crate::recorder::assemble_stream(crate::recorder::Route::Chat, &text);
+                        return match (assembled, done) {
+                            (Some(m), true) => Ok(m),
+                            _ => Err(fail(format!(
+                                "returned a stream that did not end with [DONE]: {}",
+                                truncate(&text, 300)
+                            ))),
+                        };
+                    }
                     if (200..300).contains(&status) {
                         return match serde_json::from_str::<Value>(&text) {
                             Ok(Value::Object(m)) => Ok(m),
@@ -376,7 +437,11 @@ impl ChatModel for Endpoint {
     }
 
     fn complete_recorded(&self, messages: &[Message]) -> (Result<Message>, ModelCall) {
-        let request = chat_request(&self.model, messages, &self.params);
+        let mut request = chat_request(&self.model, messages, &self.params);
+        if self.stream {
+            request.insert("stream".into(), json!(true));
+            request.insert("stream_options".into(), json!({"include_usage": true}));
+        }
         let t0 = Instant::now();
         let outcome = self.post(&request);
         let mut call = ModelCall {
@@ -428,6 +493,12 @@ pub struct EndpointSpec {
     /// Request parameters sent with every call (temperature, max_tokens, …).
     #[serde(default)]
     pub params: Map<String, Value>,
+    /// Ask for streamed replies and assemble them (default false).
+    #[serde(default)]
+    pub stream: bool,
+    /// Most requests in flight at once (default: no limit).
+    #[serde(default)]
+    pub max_concurrency: Option<usize>,
 }
 
 impl EndpointSpec {
@@ -475,6 +546,15 @@ impl EndpointSpec {
         }
         for (k, v) in &self.params {
             e = e.param(k, v.clone());
+        }
+        e = e.stream(self.stream);
+        if let Some(n) = self.max_concurrency {
+            if n == 0 {
+                return Err(Error::Config(
+                    "endpoint `max_concurrency` must be at least 1".into(),
+                ));
+            }
+            e = e.max_concurrency(n);
         }
         Ok(e)
     }
