@@ -237,3 +237,33 @@ fn max_concurrency_caps_requests_in_flight_across_threads() {
         "at most 2 in flight, and the cap was reached"
     );
 }
+
+#[test]
+fn tool_definitions_go_out_and_tool_calls_come_back() {
+    let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", server.server_addr().to_ip().unwrap());
+    let seen: Seen = Arc::default();
+    let log = seen.clone();
+    thread::spawn(move || {
+        for mut req in server.incoming_requests() {
+            let mut body = String::new();
+            req.as_reader().read_to_string(&mut body).unwrap();
+            log.lock()
+                .unwrap()
+                .push((serde_json::from_str(&body).unwrap(), None));
+            let reply = json!({"id": "c", "object": "chat.completion", "choices": [{"index": 0,
+                "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null,
+                "tool_calls": [{"id": "call_1", "type": "function",
+                    "function": {"name": "add", "arguments": "{\"a\": 2, \"b\": 3}"}}]}}]});
+            let _ = req.respond(tiny_http::Response::from_string(reply.to_string()));
+        }
+    });
+    let tools = json!([{"type": "function", "function": {"name": "add",
+        "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}}}]);
+    let e = Endpoint::new(&url, "m").param("tools", tools.clone());
+    let reply = e.complete(&[Message::user("add 2 and 3")]).unwrap();
+    let calls = reply.tool_calls.expect("the tool call came back");
+    assert_eq!(calls[0].name, "add");
+    assert_eq!(calls[0].id.as_deref(), Some("call_1"));
+    assert_eq!(seen.lock().unwrap()[0].0["tools"], tools);
+}
