@@ -56,11 +56,8 @@ const fn local(
     key_var: &'static str,
 ) -> Provider {
     Provider {
-        name,
-        title,
-        base_url,
-        key_var,
         kind: ProviderKind::Local,
+        ..hosted(name, title, base_url, key_var)
     }
 }
 

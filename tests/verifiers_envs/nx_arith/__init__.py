@@ -6,25 +6,9 @@ and with an optional <answer></answer> wrapper removed, to the answer; metric `r
 (weight 0) is the reply's length in characters. Config: `num_tasks` (1..6, default 6).
 """
 
-import re
-
 import verifiers.v1 as vf
 
-ROWS = [
-    ("What is 2 + 3?", "5"),
-    ("What is 7 * 6?", "42"),
-    ("What is 10 - 4?", "6"),
-    ("What is 9 + 8?", "17"),
-    ("What is 12 * 3?", "36"),
-    ("What is 100 - 1?", "99"),
-]
-SYSTEM_PROMPT = "Answer with the number only, optionally inside <answer></answer> tags."
-_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
-
-
-def extract(reply: str) -> str:
-    found = _ANSWER.findall(reply or "")
-    return (found[-1] if found else (reply or "")).strip()
+from nx_arith_rows import ROWS, SYSTEM_PROMPT, extract
 
 
 class ArithData(vf.TaskData):
