@@ -163,6 +163,13 @@ fn resolve_policy(args: &PolicyArgs, env: &dyn Environment) -> Result<Policy, Er
             .ok_or_else(|| missing("reference")),
         PolicyKind::Null => env.null_policy(None).ok_or_else(|| missing("null")),
         PolicyKind::Endpoint => {
+            if args.base_url.is_none() && args.provider.is_none() {
+                return Err(Error::Config(
+                    "--policy endpoint needs --provider (e.g. vllm, openai) or --base-url \
+                     (e.g. http://localhost:8000/v1)"
+                        .into(),
+                ));
+            }
             let model = args
                 .model
                 .clone()
@@ -176,13 +183,7 @@ fn resolve_policy(args: &PolicyArgs, env: &dyn Environment) -> Result<Policy, Er
             let e = match (&args.base_url, &args.provider) {
                 (Some(base), _) => Endpoint::new(base, &model),
                 (None, Some(p)) => Endpoint::preset(p, &model)?,
-                (None, None) => {
-                    return Err(Error::Config(
-                        "--policy endpoint needs --provider (e.g. vllm, openai) or --base-url \
-                         (e.g. http://localhost:8000/v1)"
-                            .into(),
-                    ))
-                }
+                (None, None) => unreachable!("checked above"),
             };
             let mut e = e
                 .timeout(Duration::from_secs_f64(args.timeout))

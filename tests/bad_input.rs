@@ -32,9 +32,25 @@ fn unknown_scheme_lists_known_ones_and_suggests() {
 
 #[test]
 fn planned_schemes_say_they_are_not_built_yet() {
-    let e = err_of("verifiers:gsm8k");
+    let e = err_of("nemo_gym:http://localhost:8001?data=tasks.jsonl");
     assert!(matches!(e, Error::DriverUnavailable { .. }), "{e:?}");
     assert!(e.to_string().contains("not built yet"), "{e}");
+}
+
+#[test]
+fn a_missing_python_package_names_it_the_interpreter_and_the_fix() {
+    // An interpreter without verifiers: the test venv's (reasoning-gym, gymnasium) or python3.
+    let python = std::env::var("NENYAX_PYTHON").unwrap_or_else(|_| "python3".into());
+    let e = err_of(&format!("verifiers:gsm8k?python={python}"));
+    assert!(matches!(e, Error::DriverUnavailable { .. }), "{e:?}");
+    let msg = e.to_string();
+    for part in [
+        "verifiers>=0.3.1,<0.5",
+        python.as_str(),
+        "nenyax setup verifiers",
+    ] {
+        assert!(msg.contains(part), "`{part}` missing from: {msg}");
+    }
 }
 
 #[test]

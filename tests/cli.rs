@@ -163,7 +163,7 @@ fn bad_input_gets_a_typed_message_and_exit_code_2() {
         ),
         (
             vec!["run", "builtin:arithmetic", "--policy", "endpoint"],
-            "needs --base-url",
+            "needs --provider (e.g. vllm, openai) or --base-url",
         ),
         (
             vec!["run", "builtin:arithmetic", "--out", "/no/such/dir/t.jsonl"],
