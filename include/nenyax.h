@@ -213,6 +213,24 @@ typedef struct nenyax_policy_vtable_t {
   nenyax_chat_fn chat;
 } nenyax_policy_vtable_t;
 
+// What a policy-loss call returns besides the gradients.
+typedef struct nenyax_pg_stats_t {
+  // The total loss (policy + KL - entropy).
+  double loss;
+  // The policy term.
+  double loss_pg;
+  // agg(KL) before its coefficient (0 without a KL term).
+  double kl;
+  // agg(entropy) (0 without an entropy bonus).
+  double entropy;
+  // Fraction of valid tokens clipped.
+  double clip_fraction;
+  // Mean of old - logp over valid tokens.
+  double approx_kl;
+  // Mean token ratio over valid tokens.
+  double mean_ratio;
+} nenyax_pg_stats_t;
+
 // Receives one trajectory (JSON) of a batch, in job order, on the calling thread; non-zero
 // stops the batch.
 typedef int32_t (*nenyax_trajectory_fn)(void *user_data,
@@ -383,6 +401,35 @@ struct nenyax_error_t *nenyax_recording_calls(const struct nenyax_recording_t *r
 
 // End a recording (its URL stops answering) and free it; NULL is a no-op.
 void nenyax_recording_free(struct nenyax_recording_t *recording);
+
+// Advantages of `n` sequences into `out` (n values). Options: {"estimator": "grpo_verl" |
+// "grpo_trl" | "grpo" | "dr_grpo" | "rloo" | "reinforce", "eps", "singleton": "reward" |
+// "zero", "std_scope": "group" | "batch"}; `group_ids` label the rollouts of one task.
+struct nenyax_error_t *nenyax_advantages(const double *rewards,
+                                         const int64_t *group_ids,
+                                         size_t n,
+                                         const char *options_json,
+                                         size_t options_len,
+                                         double *out);
+
+// A policy-gradient loss over `rows` x `width` tokens (row-major), its value in `stats` and
+// dL/dlogp in `grad_logp` (rows x width). `ref_logp` is needed with a KL term and `entropy`
+// (and then `grad_entropy`, else it may be NULL) with an entropy bonus; `advantages` has one
+// value per row. Config: the JSON of docs/c-api.md (loss, clip_low, clip_high, dual_clip_c,
+// agg, trl_rows, agg_divisor, kl, entropy_coef).
+struct nenyax_error_t *nenyax_pg_loss(const double *logp,
+                                      const double *old_logp,
+                                      const double *ref_logp,
+                                      const double *entropy,
+                                      const uint8_t *mask,
+                                      const double *advantages,
+                                      size_t rows,
+                                      size_t width,
+                                      const char *config_json,
+                                      size_t config_len,
+                                      double *grad_logp,
+                                      double *grad_entropy,
+                                      struct nenyax_pg_stats_t *stats);
 
 // A runner with its own pool of `threads` workers (0: one per core, or NENYAX_NUM_THREADS;
 // at most NENYAX_MAX_THREADS).

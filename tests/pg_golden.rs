@@ -4,8 +4,8 @@
 use serde_json::Value;
 
 use nenyax::learn::{
-    advantages, dapo_keep, dpo_loss, pg_loss, reinforce_pp, Aggregation, Estimator, Kl,
-    KlEstimator, PgBatch, PgConfig, Singleton, StdScope, Surrogate,
+    advantages, dapo_keep, dpo_loss, pg_loss, reinforce_pp, Estimator, PgBatch, PgConfig,
+    Singleton, StdScope,
 };
 
 fn golden() -> Value {
@@ -151,47 +151,7 @@ fn every_advantage_case_matches_in_f64_and_f32() {
 }
 
 fn config(p: &Value) -> PgConfig {
-    let f = |k: &str| p[k].as_f64();
-    let surrogate = match p["loss"].as_str().unwrap() {
-        "ppo_clip" => Surrogate::PpoClip {
-            clip_low: f("clip_low").unwrap(),
-            clip_high: f("clip_high").unwrap(),
-            dual_clip: f("dual_clip_c"),
-        },
-        "gspo" => Surrogate::Gspo {
-            clip_low: f("clip_low").unwrap(),
-            clip_high: f("clip_high").unwrap(),
-        },
-        "reinforce" => Surrogate::Reinforce,
-        other => panic!("unknown loss {other}"),
-    };
-    let aggregation = match p["agg"].as_str().unwrap() {
-        "token-mean" => Aggregation::TokenMean,
-        "seq-mean-token-sum" => Aggregation::SeqMeanTokenSum,
-        "seq-mean-token-mean" => Aggregation::SeqMeanTokenMean {
-            trl_rows: p["trl_rows"].as_bool().unwrap_or(false),
-        },
-        "seq-mean-token-sum-norm" => Aggregation::SeqMeanTokenSumNorm {
-            divisor: f("agg_divisor"),
-        },
-        other => panic!("unknown aggregation {other}"),
-    };
-    let kl = p.get("kl").filter(|k| !k.is_null()).map(|k| Kl {
-        estimator: match k["estimator"].as_str().unwrap() {
-            "k1" => KlEstimator::K1,
-            "k2" => KlEstimator::K2,
-            "k3" => KlEstimator::K3,
-            other => panic!("unknown kl {other}"),
-        },
-        coef: k["coef"].as_f64().unwrap(),
-        clamp: k["clamp"].as_bool().unwrap(),
-    });
-    PgConfig {
-        surrogate,
-        aggregation,
-        kl,
-        entropy_coef: f("entropy_coef").unwrap_or(0.0),
-    }
+    PgConfig::from_json(p).expect("the golden params parse")
 }
 
 #[test]

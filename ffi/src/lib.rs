@@ -804,6 +804,148 @@ pub unsafe extern "C" fn nenyax_recording_free(recording: *mut nenyax_recording_
 }
 
 // ---------------------------------------------------------------------------------------------
+// learners (host memory, f64)
+
+/// A required input array of `n` values; NULL is an error naming it (n = 0 gives an empty one).
+unsafe fn slice_arg<'a, T>(ptr: *const T, n: usize, what: &str) -> FfiResult<&'a [T]> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if ptr.is_null() {
+        return Err(invalid(format!("{what} is NULL")));
+    }
+    Ok(std::slice::from_raw_parts(ptr, n))
+}
+
+/// A required JSON object argument.
+unsafe fn json_object_arg(ptr: *const c_char, len: usize, what: &str) -> FfiResult<Value> {
+    let text = str_arg(ptr, len, what)?;
+    let v: Value = serde_json::from_str(text).map_err(|e| json_err(what, &e))?;
+    if !v.is_object() {
+        return Err(invalid(format!("{what} must be a JSON object")));
+    }
+    Ok(v)
+}
+
+/// Advantages of `n` sequences into `out` (n values). Options: {"estimator": "grpo_verl" |
+/// "grpo_trl" | "grpo" | "dr_grpo" | "rloo" | "reinforce", "eps", "singleton": "reward" |
+/// "zero", "std_scope": "group" | "batch"}; `group_ids` label the rollouts of one task.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_advantages(
+    rewards: *const f64,
+    group_ids: *const i64,
+    n: usize,
+    options_json: *const c_char,
+    options_len: usize,
+    out: *mut f64,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        let rewards = slice_arg(rewards, n, "rewards")?;
+        let ids = slice_arg(group_ids, n, "group_ids")?;
+        if out.is_null() {
+            return Err(invalid("out is NULL".into()));
+        }
+        let est = nenyax_core::learn::Estimator::from_json(&json_object_arg(
+            options_json,
+            options_len,
+            "options_json",
+        )?)?;
+        let adv = nenyax_core::learn::advantages(rewards, ids, &est)?;
+        std::slice::from_raw_parts_mut(out, n).copy_from_slice(&adv);
+        Ok(())
+    })
+}
+
+/// What a policy-loss call returns besides the gradients.
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+pub struct nenyax_pg_stats_t {
+    /// The total loss (policy + KL - entropy).
+    pub loss: f64,
+    /// The policy term.
+    pub loss_pg: f64,
+    /// agg(KL) before its coefficient (0 without a KL term).
+    pub kl: f64,
+    /// agg(entropy) (0 without an entropy bonus).
+    pub entropy: f64,
+    /// Fraction of valid tokens clipped.
+    pub clip_fraction: f64,
+    /// Mean of old - logp over valid tokens.
+    pub approx_kl: f64,
+    /// Mean token ratio over valid tokens.
+    pub mean_ratio: f64,
+}
+
+/// A policy-gradient loss over `rows` x `width` tokens (row-major), its value in `stats` and
+/// dL/dlogp in `grad_logp` (rows x width). `ref_logp` is needed with a KL term and `entropy`
+/// (and then `grad_entropy`, else it may be NULL) with an entropy bonus; `advantages` has one
+/// value per row. Config: the JSON of docs/c-api.md (loss, clip_low, clip_high, dual_clip_c,
+/// agg, trl_rows, agg_divisor, kl, entropy_coef).
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_pg_loss(
+    logp: *const f64,
+    old_logp: *const f64,
+    ref_logp: *const f64,
+    entropy: *const f64,
+    mask: *const u8,
+    advantages: *const f64,
+    rows: usize,
+    width: usize,
+    config_json: *const c_char,
+    config_len: usize,
+    grad_logp: *mut f64,
+    grad_entropy: *mut f64,
+    stats: *mut nenyax_pg_stats_t,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        let n = rows
+            .checked_mul(width)
+            .ok_or_else(|| invalid("rows x width overflows".into()))?;
+        let cfg = nenyax_core::learn::PgConfig::from_json(&json_object_arg(
+            config_json,
+            config_len,
+            "config_json",
+        )?)?;
+        let opt = |p: *const f64, what: &str| -> FfiResult<Option<&[f64]>> {
+            if p.is_null() {
+                Ok(None)
+            } else {
+                slice_arg(p, n, what).map(Some)
+            }
+        };
+        let batch = nenyax_core::learn::PgBatch {
+            logp: slice_arg(logp, n, "logp")?,
+            old_logp: slice_arg(old_logp, n, "old_logp")?,
+            ref_logp: opt(ref_logp, "ref_logp")?,
+            entropy: opt(entropy, "entropy")?,
+            mask: slice_arg(mask, n, "mask")?,
+            advantages: slice_arg(advantages, rows, "advantages")?,
+            width,
+        };
+        if grad_logp.is_null() {
+            return Err(invalid("grad_logp is NULL".into()));
+        }
+        let out = nenyax_core::learn::pg_loss(&batch, &cfg)?;
+        std::slice::from_raw_parts_mut(grad_logp, n).copy_from_slice(&out.grad_logp);
+        if let (Some(g), false) = (&out.grad_entropy, grad_entropy.is_null()) {
+            std::slice::from_raw_parts_mut(grad_entropy, n).copy_from_slice(g);
+        }
+        if let Some(s) = stats.as_mut() {
+            *s = nenyax_pg_stats_t {
+                loss: out.loss,
+                loss_pg: out.loss_pg,
+                kl: out.kl.unwrap_or(0.0),
+                entropy: out.entropy.unwrap_or(0.0),
+                clip_fraction: out.clip_fraction,
+                approx_kl: out.approx_kl,
+                mean_ratio: out.mean_ratio,
+            };
+        }
+        Ok(())
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
 // batches
 
 /// A runner with its own pool of `threads` workers (0: one per core, or NENYAX_NUM_THREADS;

@@ -255,6 +255,7 @@ c_programs!(
     test_endpoint,
     test_env_check_tier,
     test_errors,
+    test_pg_golden,
     test_reasoning_gym,
     test_recording,
     test_sessions,
