@@ -38,6 +38,17 @@ pub enum Backend {
     Upstream(Arc<Upstream>),
 }
 
+impl Backend {
+    /// The backend for a chat model: proxied when the model is an OpenAI-compatible server
+    /// (streams, tool calls and token ids reach the caller intact), else the model answers.
+    pub fn for_model(model: Arc<dyn ChatModel>) -> Backend {
+        match model.upstream() {
+            Some(up) => Backend::Upstream(Arc::new(up)),
+            None => Backend::Model(model),
+        }
+    }
+}
+
 impl std::fmt::Debug for Backend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -180,6 +180,11 @@ unsafe fn policy_ref<'a>(p: *const nenyax_policy_t) -> FfiResult<&'a nenyax_poli
     p.as_ref().ok_or_else(|| invalid("policy is NULL".into()))
 }
 
+unsafe fn recording_ref<'a>(r: *const nenyax_recording_t) -> FfiResult<&'a nenyax_recording_t> {
+    r.as_ref()
+        .ok_or_else(|| invalid("recording is NULL".into()))
+}
+
 fn boxed<T>(v: T) -> *mut T {
     Box::into_raw(Box::new(v))
 }
@@ -741,11 +746,8 @@ pub unsafe extern "C" fn nenyax_recording_new(
                 )))
             }
         };
-        let backend = match model.upstream() {
-            Some(up) => nenyax_core::Backend::Upstream(Arc::new(up)),
-            None => nenyax_core::Backend::Model(model),
-        };
-        let recording = nenyax_core::ModelServer::global()?.record(backend);
+        let recording =
+            nenyax_core::ModelServer::global()?.record(nenyax_core::Backend::for_model(model));
         out_param(
             out,
             boxed(nenyax_recording_t {
@@ -763,9 +765,7 @@ pub unsafe extern "C" fn nenyax_recording_base_url(
     out: *mut nenyax_string_t,
 ) -> *mut nenyax_error_t {
     boundary(|| {
-        let r = recording
-            .as_ref()
-            .ok_or_else(|| invalid("recording is NULL".into()))?;
+        let r = recording_ref(recording)?;
         need_out(out)?;
         out_param(out, to_string_out(r.recording.base_url().to_string()))
     })
@@ -779,9 +779,7 @@ pub unsafe extern "C" fn nenyax_recording_calls(
     out: *mut nenyax_string_t,
 ) -> *mut nenyax_error_t {
     boundary(|| {
-        let r = recording
-            .as_ref()
-            .ok_or_else(|| invalid("recording is NULL".into()))?;
+        let r = recording_ref(recording)?;
         need_out(out)?;
         let calls = if drain != 0 {
             r.recording.take()

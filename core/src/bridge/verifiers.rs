@@ -96,11 +96,7 @@ impl Environment for VerifiersEnv {
                 )))
             }
         };
-        let backend = match model.upstream() {
-            Some(up) => Backend::Upstream(Arc::new(up)),
-            None => Backend::Model(model.clone()),
-        };
-        let recording = ModelServer::global()?.record(backend);
+        let recording = ModelServer::global()?.record(Backend::for_model(model.clone()));
         let task_id = self.task_id(opts);
         let mut lease = self.pool.checkout()?;
         let outcome = lease.call(
