@@ -229,6 +229,10 @@ typedef struct nenyax_pg_stats_t {
   double approx_kl;
   // Mean token ratio over valid tokens.
   double mean_ratio;
+  // Valid tokens (N).
+  double tokens;
+  // Rows with at least one valid token (B').
+  double rows;
 } nenyax_pg_stats_t;
 
 // Receives one trajectory (JSON) of a batch, in job order, on the calling thread; non-zero
@@ -412,17 +416,18 @@ struct nenyax_error_t *nenyax_advantages(const double *rewards,
                                          size_t options_len,
                                          double *out);
 
-// A policy-gradient loss over `rows` x `width` tokens (row-major), its value in `stats` and
-// dL/dlogp in `grad_logp` (rows x width). `ref_logp` is needed with a KL term and `entropy`
-// (and then `grad_entropy`, else it may be NULL) with an entropy bonus; `advantages` has one
-// value per row. Config: the JSON of docs/c-api.md (loss, clip_low, clip_high, dual_clip_c,
-// agg, trl_rows, agg_divisor, kl, entropy_coef).
+// A policy-gradient loss over `rows` x `width` tokens (row-major, f64), its value in `stats`
+// and dL/dlogp in `grad_logp` (rows x width). `ref_logp` is needed with a KL term and
+// `entropy` with an entropy bonus (`grad_entropy` may be NULL); `advantages` holds
+// `advantages_len` values: one per row, or one per token (0 means one per row). Config: the
+// JSON of docs/c-api.md, or a named learner such as {"learner": "dapo"}.
 struct nenyax_error_t *nenyax_pg_loss(const double *logp,
                                       const double *old_logp,
                                       const double *ref_logp,
                                       const double *entropy,
                                       const uint8_t *mask,
                                       const double *advantages,
+                                      size_t advantages_len,
                                       size_t rows,
                                       size_t width,
                                       const char *config_json,
@@ -430,6 +435,55 @@ struct nenyax_error_t *nenyax_pg_loss(const double *logp,
                                       double *grad_logp,
                                       double *grad_entropy,
                                       struct nenyax_pg_stats_t *stats);
+
+// nenyax_pg_loss in f32 (per-token maths in f64, results rounded once).
+struct nenyax_error_t *nenyax_pg_loss_f32(const float *logp,
+                                          const float *old_logp,
+                                          const float *ref_logp,
+                                          const float *entropy,
+                                          const uint8_t *mask,
+                                          const float *advantages,
+                                          size_t advantages_len,
+                                          size_t rows,
+                                          size_t width,
+                                          const char *config_json,
+                                          size_t config_len,
+                                          float *grad_logp,
+                                          float *grad_entropy,
+                                          struct nenyax_pg_stats_t *stats);
+
+// REINFORCE++ token advantages (`rows` x `width`, row-major) into `advantages_out`, and the
+// discounted returns into `returns_out` (may be NULL). `group_ids` (may be NULL) selects the
+// baseline variant: the group mean is subtracted before whitening.
+struct nenyax_error_t *nenyax_reinforce_pp(const double *rewards,
+                                           const int64_t *group_ids,
+                                           const uint8_t *mask,
+                                           size_t rows,
+                                           size_t width,
+                                           double gamma,
+                                           double *advantages_out,
+                                           double *returns_out);
+
+// DPO (sigmoid) on each group's best-vs-worst pair: the mean loss in `loss`, dL/dlogp in
+// `grad_logp` (rows x width, 0 for rows in no pair) and the number of pairs in `pairs` (may be
+// NULL). Sequence log-probs are sums over valid tokens.
+struct nenyax_error_t *nenyax_dpo_loss(const double *rewards,
+                                       const int64_t *group_ids,
+                                       const double *logp,
+                                       const double *ref_logp,
+                                       const uint8_t *mask,
+                                       size_t rows,
+                                       size_t width,
+                                       double beta,
+                                       double *loss,
+                                       double *grad_logp,
+                                       size_t *pairs);
+
+// The full JSON of a named learner (e.g. "grpo", "dapo", "gspo"; see docs/c-api.md) with any
+// overrides applied, so a trainer can log exactly which knobs it ran. Free with nenyax_string_free.
+struct nenyax_error_t *nenyax_learner_json(const char *config_json,
+                                           size_t config_len,
+                                           struct nenyax_string_t *out);
 
 // A runner with its own pool of `threads` workers (0: one per core, or NENYAX_NUM_THREADS;
 // at most NENYAX_MAX_THREADS).

@@ -63,6 +63,29 @@ for ci, case in enumerate(g["cases"]):
                          f'pg{ci}_adv, {rows}, {width}, {cstr(json.dumps(case["params"]))}, '
                          f'{case["expected"]["loss"]!r}, pg{ci}_grad}},')
 
+    elif case["kind"] == "dpo":
+        inp = case["inputs"]
+        # The case's note gives the rewards and groups its pairs come from.
+        arr("double", "dpo_rewards", [1.0, 0.0, 0.5, 0.0, 0.0, 1.0])
+        arr("int64_t", "dpo_ids", [0, 0, 0, 1, 1, 1])
+        arr("double", "dpo_logp", flat(inp["logp"]))
+        arr("double", "dpo_ref_logp", flat(inp["ref_logp"]))
+        arr("uint8_t", "dpo_mask", flat(inp["mask"]))
+        arr("double", "dpo_grad", flat(case["expected"]["grad_logp"]))
+        out.append(f"#define DPO_ROWS {len(inp['mask'])}")
+        out.append(f"#define DPO_WIDTH {len(inp['mask'][0])}")
+        out.append(f"#define DPO_BETA {case['params']['beta']!r}")
+        out.append(f"#define DPO_LOSS {case['expected']['loss']!r}")
+    elif case["kind"] == "advantage_token":
+        inp = case["inputs"]
+        arr("double", "rpp_rewards", inp["rewards"])
+        arr("int64_t", "rpp_ids", inp["group_ids"])
+        arr("uint8_t", "rpp_mask", flat(inp["mask"]))
+        arr("double", "rpp_want", flat(case["expected"]["reinforce_pp_gamma1"]))
+        arr("double", "rpp_want_baseline", flat(case["expected"]["reinforce_pp_baseline"]))
+        out.append(f"#define RPP_ROWS {len(inp['mask'])}")
+        out.append(f"#define RPP_WIDTH {len(inp['mask'][0])}")
+
 out += ["", "typedef struct { const char *name; const double *rewards; const int64_t *ids; size_t n;",
         "                 const char *options; const double *want; } adv_case_t;",
         "static const adv_case_t ADV_CASES[] = {", *adv_rows, "};", "",

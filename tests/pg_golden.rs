@@ -4,8 +4,8 @@
 use serde_json::Value;
 
 use nenyax::learn::{
-    advantages, dapo_keep, dpo_loss, pg_loss, reinforce_pp, Estimator, PgBatch, PgConfig,
-    Singleton, StdScope,
+    advantages, dapo_keep, dpo_loss, pg_loss, reinforce_pp, Estimator, PgBatch, PgConfig, PgStats,
+    Real, Singleton, StdScope,
 };
 
 fn golden() -> Value {
@@ -154,75 +154,80 @@ fn config(p: &Value) -> PgConfig {
     PgConfig::from_json(p).expect("the golden params parse")
 }
 
-#[test]
-fn every_loss_and_gradient_case_matches_in_f64() {
+/// One pg_loss case in precision `F`: inputs rounded to `F`, outputs widened back.
+fn run_loss_case<F: Real>(
+    g: &Value,
+    case: &Value,
+) -> (PgStats, Vec<f64>, Option<Vec<f64>>, Vec<u8>) {
+    let name = case["name"].as_str().unwrap();
+    let inputs = match case["inputs_ref"].as_str() {
+        Some(r) => &g["shared_inputs"][r],
+        None => &case["inputs"],
+    };
+    let width = inputs["mask"][0].as_array().unwrap().len();
+    let mask: Vec<u8> = f64s(&inputs["mask"]).iter().map(|&m| m as u8).collect();
+    let to = |v: &Value| -> Vec<F> { f64s(v).into_iter().map(F::from_f64).collect() };
+    let (logp, old) = (to(&inputs["logp"]), to(&inputs["old_logp"]));
+    let reference = inputs.get("ref_logp").map(to);
+    let entropy = inputs.get("entropy").map(to);
+    let advantages = to(&inputs["advantages"]);
+    let batch = PgBatch {
+        logp: &logp,
+        old_logp: &old,
+        ref_logp: reference.as_deref(),
+        entropy: entropy.as_deref(),
+        mask: &mask,
+        advantages: &advantages,
+        width,
+    };
+    let out = pg_loss(&batch, &config(&case["params"])).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let widen = |v: &[F]| v.iter().map(|x| x.to_f64()).collect::<Vec<f64>>();
+    (
+        out.stats,
+        widen(&out.grad_logp),
+        out.grad_entropy.as_deref().map(widen),
+        mask,
+    )
+}
+
+fn check_loss_cases<F: Real>(tolerance: &str) -> usize {
     let g = golden();
-    let tol = &g["tolerance"]["float64_kernels"];
+    let tol = &g["tolerance"][tolerance];
     let (rtol, atol) = (tol["rtol"].as_f64().unwrap(), tol["atol"].as_f64().unwrap());
     let mut checked = 0;
     for case in g["cases"].as_array().unwrap() {
         if case["kind"] != "pg_loss" {
             continue;
         }
-        let name = case["name"].as_str().unwrap();
-        let inputs = match case["inputs_ref"].as_str() {
-            Some(r) => &g["shared_inputs"][r],
-            None => &case["inputs"],
-        };
-        let width = inputs["mask"][0].as_array().unwrap().len();
-        let mask: Vec<u8> = f64s(&inputs["mask"]).iter().map(|&m| m as u8).collect();
-        let (logp, old) = (f64s(&inputs["logp"]), f64s(&inputs["old_logp"]));
-        let reference = inputs.get("ref_logp").map(f64s);
-        let entropy = inputs.get("entropy").map(f64s);
-        let advantages = f64s(&inputs["advantages"]);
-        let batch = PgBatch {
-            logp: &logp,
-            old_logp: &old,
-            ref_logp: reference.as_deref(),
-            entropy: entropy.as_deref(),
-            mask: &mask,
-            advantages: &advantages,
-            width,
-        };
-        let out =
-            pg_loss(&batch, &config(&case["params"])).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let name = format!("{} ({tolerance})", case["name"].as_str().unwrap());
+        let (stats, grad, grad_entropy, mask) = run_loss_case::<F>(&g, case);
         let want = &case["expected"];
-        close(
-            &format!("{name}/loss"),
-            &[out.loss],
-            &[want["loss"].as_f64().unwrap()],
-            rtol,
-            atol,
-        );
-        close(
-            &format!("{name}/loss_pg"),
-            &[out.loss_pg],
-            &[want["loss_pg"].as_f64().unwrap()],
-            rtol,
-            atol,
-        );
+        let scalar = |what: &str, got: f64, key: &str| {
+            close(
+                &format!("{name}/{what}"),
+                &[got],
+                &[want[key].as_f64().unwrap()],
+                rtol,
+                atol,
+            )
+        };
+        scalar("loss", stats.loss, "loss");
+        scalar("loss_pg", stats.loss_pg, "loss_pg");
         close(
             &format!("{name}/grad_logp"),
-            &out.grad_logp,
+            &grad,
             &f64s(&want["grad_logp"]),
             rtol,
             atol,
         );
-        if let Some(k) = want["loss_kl_unscaled"].as_f64() {
-            close(&format!("{name}/kl"), &[out.kl.unwrap()], &[k], rtol, atol);
+        if want["loss_kl_unscaled"].is_number() {
+            scalar("kl", stats.kl.unwrap(), "loss_kl_unscaled");
         }
-        if let Some(h) = want["entropy_agg"].as_f64() {
-            close(
-                &format!("{name}/entropy"),
-                &[out.entropy.unwrap()],
-                &[h],
-                rtol,
-                atol,
-            );
-            let ge = out.grad_entropy.as_ref().unwrap();
+        if want["entropy_agg"].is_number() {
+            scalar("entropy", stats.entropy.unwrap(), "entropy_agg");
             close(
                 &format!("{name}/grad_entropy"),
-                ge,
+                grad_entropy.as_ref().unwrap(),
                 &f64s(&want["grad_entropy"]),
                 rtol,
                 atol,
@@ -230,15 +235,28 @@ fn every_loss_and_gradient_case_matches_in_f64() {
         }
         // Masked positions hold garbage in the inputs and must get exactly 0.
         assert!(
-            mask.iter()
-                .zip(&out.grad_logp)
-                .all(|(&m, &g)| m != 0 || g == 0.0),
+            mask.iter().zip(&grad).all(|(&m, &g)| m != 0 || g == 0.0),
             "{name}"
         );
         checked += 1;
     }
+    checked
+}
+
+#[test]
+fn every_loss_and_gradient_case_matches_in_f64() {
     assert_eq!(
-        checked, 35,
+        check_loss_cases::<f64>("float64_kernels"),
+        35,
+        "every pg_loss case of the golden file was checked"
+    );
+}
+
+#[test]
+fn every_loss_and_gradient_case_matches_in_f32() {
+    assert_eq!(
+        check_loss_cases::<f32>("float32_kernels"),
+        35,
         "every pg_loss case of the golden file was checked"
     );
 }
@@ -260,7 +278,7 @@ fn the_dpo_case_matches_in_f64() {
     let ids = [0, 0, 0, 1, 1, 1];
     let width = inputs["mask"][0].as_array().unwrap().len();
     let mask: Vec<u8> = f64s(&inputs["mask"]).iter().map(|&m| m as u8).collect();
-    let (loss, per_pair, grad) = dpo_loss(
+    let out = dpo_loss(
         &rewards,
         &ids,
         &f64s(&inputs["logp"]),
@@ -273,23 +291,287 @@ fn the_dpo_case_matches_in_f64() {
     let want = &case["expected"];
     close(
         "dpo/loss",
-        &[loss],
+        &[out.loss],
         &[want["loss"].as_f64().unwrap()],
         rtol,
         atol,
     );
     close(
         "dpo/per_pair",
-        &per_pair,
+        &out.per_pair,
         &f64s(&want["per_pair_loss"]),
         rtol,
         atol,
     );
     close(
         "dpo/grad_logp",
+        &out.grad_logp,
+        &f64s(&want["grad_logp"]),
+        rtol,
+        atol,
+    );
+}
+
+/// A small deterministic generator, so the large-batch test needs no crate.
+struct Lcg(u64);
+impl Lcg {
+    fn uniform(&mut self) -> f64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// The golden cases are small enough to run on the calling thread; this batch is large enough
+/// for rayon. With a fixed divisor each row's terms do not depend on the others, so the batch
+/// must equal the sum of its rows computed one at a time.
+#[test]
+fn a_large_batch_in_parallel_equals_its_rows_one_by_one() {
+    let (b, t) = (96, 700);
+    let mut rng = Lcg(7);
+    let mut mask = vec![0u8; b * t];
+    let (mut logp, mut old, mut rf, mut ent) = (vec![], vec![], vec![], vec![]);
+    for i in 0..b {
+        let len = (rng.uniform() * t as f64) as usize; // some rows are nearly empty
+        for j in 0..t {
+            mask[i * t + j] = u8::from(j < len);
+            let lp = -3.0 * rng.uniform();
+            logp.push(lp);
+            old.push(lp + 0.3 * (rng.uniform() - 0.5));
+            rf.push(lp + 0.5 * (rng.uniform() - 0.5));
+            ent.push(2.0 * rng.uniform());
+        }
+    }
+    let adv: Vec<f64> = (0..b).map(|_| 2.0 * rng.uniform() - 1.0).collect();
+    let cfg = PgConfig::from_json(&serde_json::json!({
+        "loss": "ppo_clip", "clip_low": 0.2, "clip_high": 0.28, "dual_clip_c": 3.0,
+        "agg": "seq-mean-token-sum-norm", "agg_divisor": 512.0,
+        "kl": {"estimator": "k3", "coef": 0.01, "clamp": true}, "entropy_coef": 0.001
+    }))
+    .unwrap();
+    let slice = |v: &[f64], i: usize| v[i * t..(i + 1) * t].to_vec();
+    let whole = pg_loss(
+        &PgBatch {
+            logp: &logp,
+            old_logp: &old,
+            ref_logp: Some(&rf),
+            entropy: Some(&ent),
+            mask: &mask,
+            advantages: &adv,
+            width: t,
+        },
+        &cfg,
+    )
+    .unwrap();
+    let (mut loss, mut grad, mut grad_h) = (0.0, Vec::new(), Vec::new());
+    for i in 0..b {
+        if mask[i * t] == 0 {
+            grad.extend(std::iter::repeat(0.0).take(t));
+            grad_h.extend(std::iter::repeat(0.0).take(t));
+            continue;
+        }
+        let (lp, od, r, h) = (
+            slice(&logp, i),
+            slice(&old, i),
+            slice(&rf, i),
+            slice(&ent, i),
+        );
+        let one = pg_loss(
+            &PgBatch {
+                logp: &lp,
+                old_logp: &od,
+                ref_logp: Some(&r),
+                entropy: Some(&h),
+                mask: &mask[i * t..(i + 1) * t],
+                advantages: &adv[i..=i],
+                width: t,
+            },
+            &cfg,
+        )
+        .unwrap();
+        loss += one.stats.loss;
+        grad.extend(one.grad_logp);
+        grad_h.extend(one.grad_entropy.unwrap());
+    }
+    close("loss", &[whole.stats.loss], &[loss], 1e-12, 1e-15);
+    assert_eq!(
+        whole.grad_logp, grad,
+        "the gradient is the same bit for bit"
+    );
+    assert_eq!(whole.grad_entropy.unwrap(), grad_h);
+    // The same batch twice gives the same bits: the row sums are added in row order.
+    let again = pg_loss(
+        &PgBatch {
+            logp: &logp,
+            old_logp: &old,
+            ref_logp: Some(&rf),
+            entropy: Some(&ent),
+            mask: &mask,
+            advantages: &adv,
+            width: t,
+        },
+        &cfg,
+    )
+    .unwrap();
+    assert_eq!(again.stats, whole.stats);
+}
+
+#[test]
+fn the_dpo_case_matches_in_f32() {
+    let g = golden();
+    let tol = &g["tolerance"]["float32_kernels"];
+    let (rtol, atol) = (tol["rtol"].as_f64().unwrap(), tol["atol"].as_f64().unwrap());
+    let case = g["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "dpo")
+        .unwrap();
+    let inputs = &case["inputs"];
+    let width = inputs["mask"][0].as_array().unwrap().len();
+    let mask: Vec<u8> = f64s(&inputs["mask"]).iter().map(|&m| m as u8).collect();
+    let f32s = |v: &Value| -> Vec<f32> { f64s(v).into_iter().map(|x| x as f32).collect() };
+    let out = dpo_loss(
+        &[1.0, 0.0, 0.5, 0.0, 0.0, 1.0],
+        &[0, 0, 0, 1, 1, 1],
+        &f32s(&inputs["logp"]),
+        &f32s(&inputs["ref_logp"]),
+        &mask,
+        width,
+        case["params"]["beta"].as_f64().unwrap(),
+    )
+    .unwrap();
+    let want = &case["expected"];
+    close(
+        "dpo/loss (f32)",
+        &[out.loss],
+        &[want["loss"].as_f64().unwrap()],
+        rtol,
+        atol,
+    );
+    let grad: Vec<f64> = out.grad_logp.iter().map(|&x| f64::from(x)).collect();
+    close(
+        "dpo/grad_logp (f32)",
         &grad,
         &f64s(&want["grad_logp"]),
         rtol,
         atol,
     );
+}
+
+/// The named learners are the golden file's preset cases (pg-math.md §3), knob for knob; where
+/// a case fixes a batch-specific value (Dr. GRPO's divisor), the override is the only change.
+#[test]
+fn the_named_learners_are_the_golden_presets() {
+    use nenyax::learn::{Learner, LEARNERS};
+    let g = golden();
+    let pairs = [
+        (
+            "preset/GRPO(trl)",
+            serde_json::json!({"learner": "grpo_trl", "trl_rows": false}),
+        ),
+        ("preset/GRPO(verl)", serde_json::json!({"learner": "grpo"})),
+        (
+            "preset/DrGRPO(trl)",
+            serde_json::json!({"learner": "dr_grpo", "agg_divisor": 48.0}),
+        ),
+        ("preset/DAPO", serde_json::json!({"learner": "dapo"})),
+        ("preset/GSPO", serde_json::json!({"learner": "gspo"})),
+        (
+            "preset/RLOO(verl)+ppo_clip",
+            serde_json::json!({"learner": "rloo"}),
+        ),
+        (
+            "preset/REINFORCE(batch mean)",
+            serde_json::json!({"learner": "reinforce"}),
+        ),
+    ];
+    for (case_name, learner) in pairs {
+        let case = g["cases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == case_name)
+            .unwrap_or_else(|| panic!("{case_name} is in the golden file"));
+        assert_eq!(
+            PgConfig::from_json(&learner).unwrap(),
+            config(&case["params"]),
+            "{case_name}"
+        );
+    }
+    // Every preset survives a JSON round trip, and an override changes just that knob.
+    for l in LEARNERS {
+        assert_eq!(Learner::from_json(&l.to_json()).unwrap(), *l, "{}", l.name);
+    }
+    let dapo =
+        Learner::from_json(&serde_json::json!({"learner": "dapo", "clip_high": 0.3})).unwrap();
+    assert!(dapo.dapo_filter);
+    assert_eq!(dapo.loss.to_json()["clip_high"], 0.3);
+    assert_eq!(
+        Estimator::from_json(&serde_json::json!({"learner": "grpo_trl"})).unwrap(),
+        Estimator::GRPO_TRL
+    );
+    let e = Learner::from_json(&serde_json::json!({"learner": "ppo"})).unwrap_err();
+    assert!(e.to_string().contains("unknown learner \"ppo\""), "{e}");
+    let e = Learner::from_json(
+        &serde_json::json!({"learner": "pg", "loss": "reinforce", "agg": "token-mean"}),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("`estimator` is required"), "{e}");
+}
+
+/// Token-level advantages (REINFORCE++) go straight into the loss. With gamma = 1 each row's
+/// valid tokens share one value, so the loss must equal the per-row form.
+#[test]
+fn token_level_advantages_feed_the_loss() {
+    let g = golden();
+    let case = g["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "advantage_token")
+        .unwrap();
+    let inputs = &case["inputs"];
+    let width = inputs["mask"][0].as_array().unwrap().len();
+    let mask: Vec<u8> = f64s(&inputs["mask"]).iter().map(|&m| m as u8).collect();
+    let rewards = f64s(&inputs["rewards"]);
+    let (tok, _) = reinforce_pp(&rewards, &mask, width, 1.0, None).unwrap();
+    let rows = rewards.len();
+    let per_row: Vec<f64> = (0..rows)
+        .map(|i| {
+            (0..width)
+                .find(|&j| mask[i * width + j] != 0)
+                .map_or(0.0, |j| tok[i * width + j])
+        })
+        .collect();
+    let logp: Vec<f64> = (0..rows * width)
+        .map(|k| -0.1 * (k % 13) as f64 - 0.2)
+        .collect();
+    let old: Vec<f64> = logp
+        .iter()
+        .enumerate()
+        .map(|(k, l)| l + 0.01 * (k % 5) as f64 - 0.02)
+        .collect();
+    let cfg = PgConfig::from_json(&serde_json::json!({"learner": "reinforce_pp"})).unwrap();
+    let run = |adv: &[f64]| {
+        pg_loss(
+            &PgBatch {
+                logp: &logp,
+                old_logp: &old,
+                ref_logp: None,
+                entropy: None,
+                mask: &mask,
+                advantages: adv,
+                width,
+            },
+            &cfg,
+        )
+        .unwrap()
+    };
+    let (a, b) = (run(&tok), run(&per_row));
+    close("loss", &[a.stats.loss], &[b.stats.loss], 1e-12, 1e-15);
+    close("grad", &a.grad_logp, &b.grad_logp, 1e-12, 1e-15);
+    assert!(a.stats.loss != 0.0);
 }

@@ -872,13 +872,104 @@ pub struct nenyax_pg_stats_t {
     pub approx_kl: f64,
     /// Mean token ratio over valid tokens.
     pub mean_ratio: f64,
+    /// Valid tokens (N).
+    pub tokens: f64,
+    /// Rows with at least one valid token (B').
+    pub rows: f64,
 }
 
-/// A policy-gradient loss over `rows` x `width` tokens (row-major), its value in `stats` and
-/// dL/dlogp in `grad_logp` (rows x width). `ref_logp` is needed with a KL term and `entropy`
-/// (and then `grad_entropy`, else it may be NULL) with an entropy bonus; `advantages` has one
-/// value per row. Config: the JSON of docs/c-api.md (loss, clip_low, clip_high, dual_clip_c,
-/// agg, trl_rows, agg_divisor, kl, entropy_coef).
+impl From<nenyax_core::learn::PgStats> for nenyax_pg_stats_t {
+    fn from(s: nenyax_core::learn::PgStats) -> Self {
+        nenyax_pg_stats_t {
+            loss: s.loss,
+            loss_pg: s.loss_pg,
+            kl: s.kl.unwrap_or(0.0),
+            entropy: s.entropy.unwrap_or(0.0),
+            clip_fraction: s.clip_fraction,
+            approx_kl: s.approx_kl,
+            mean_ratio: s.mean_ratio,
+            tokens: s.tokens as f64,
+            rows: s.rows as f64,
+        }
+    }
+}
+
+/// `rows x width` without overflow.
+fn tokens_of(rows: usize, width: usize) -> FfiResult<usize> {
+    rows.checked_mul(width)
+        .ok_or_else(|| invalid(format!("rows ({rows}) x width ({width}) overflows")))
+}
+
+/// The shared body of the host-memory loss entry points, in either precision.
+#[allow(clippy::too_many_arguments)]
+unsafe fn pg_loss_host<F: nenyax_core::learn::Real>(
+    logp: *const F,
+    old_logp: *const F,
+    ref_logp: *const F,
+    entropy: *const F,
+    mask: *const u8,
+    advantages: *const F,
+    advantages_len: usize,
+    rows: usize,
+    width: usize,
+    config_json: *const c_char,
+    config_len: usize,
+    grad_logp: *mut F,
+    grad_entropy: *mut F,
+    stats: *mut nenyax_pg_stats_t,
+) -> FfiResult<()> {
+    let n = tokens_of(rows, width)?;
+    let cfg = nenyax_core::learn::PgConfig::from_json(&json_object_arg(
+        config_json,
+        config_len,
+        "config_json",
+    )?)?;
+    let opt = |p: *const F, what: &str| -> FfiResult<Option<&[F]>> {
+        if p.is_null() {
+            Ok(None)
+        } else {
+            slice_arg(p, n, what).map(Some)
+        }
+    };
+    let adv_len = if advantages_len == 0 {
+        rows
+    } else {
+        advantages_len
+    };
+    let batch = nenyax_core::learn::PgBatch {
+        logp: slice_arg(logp, n, "logp")?,
+        old_logp: slice_arg(old_logp, n, "old_logp")?,
+        ref_logp: opt(ref_logp, "ref_logp")?,
+        entropy: opt(entropy, "entropy")?,
+        mask: slice_arg(mask, n, "mask")?,
+        advantages: slice_arg(advantages, adv_len, "advantages")?,
+        width,
+    };
+    if grad_logp.is_null() && n > 0 {
+        return Err(invalid("grad_logp is NULL".into()));
+    }
+    let grad = if n == 0 {
+        &mut []
+    } else {
+        std::slice::from_raw_parts_mut(grad_logp, n)
+    };
+    let grad_h = if grad_entropy.is_null() || n == 0 {
+        None
+    } else {
+        Some(std::slice::from_raw_parts_mut(grad_entropy, n))
+    };
+    let out = nenyax_core::learn::pg_loss_into(&batch, &cfg, grad, grad_h)?;
+    if let Some(s) = stats.as_mut() {
+        *s = out.into();
+    }
+    Ok(())
+}
+
+/// A policy-gradient loss over `rows` x `width` tokens (row-major, f64), its value in `stats`
+/// and dL/dlogp in `grad_logp` (rows x width). `ref_logp` is needed with a KL term and
+/// `entropy` with an entropy bonus (`grad_entropy` may be NULL); `advantages` holds
+/// `advantages_len` values: one per row, or one per token (0 means one per row). Config: the
+/// JSON of docs/c-api.md, or a named learner such as {"learner": "dapo"}.
 #[no_mangle]
 pub unsafe extern "C" fn nenyax_pg_loss(
     logp: *const f64,
@@ -887,6 +978,7 @@ pub unsafe extern "C" fn nenyax_pg_loss(
     entropy: *const f64,
     mask: *const u8,
     advantages: *const f64,
+    advantages_len: usize,
     rows: usize,
     width: usize,
     config_json: *const c_char,
@@ -896,50 +988,152 @@ pub unsafe extern "C" fn nenyax_pg_loss(
     stats: *mut nenyax_pg_stats_t,
 ) -> *mut nenyax_error_t {
     boundary(|| {
-        let n = rows
-            .checked_mul(width)
-            .ok_or_else(|| invalid("rows x width overflows".into()))?;
-        let cfg = nenyax_core::learn::PgConfig::from_json(&json_object_arg(
+        pg_loss_host(
+            logp,
+            old_logp,
+            ref_logp,
+            entropy,
+            mask,
+            advantages,
+            advantages_len,
+            rows,
+            width,
             config_json,
             config_len,
-            "config_json",
-        )?)?;
-        let opt = |p: *const f64, what: &str| -> FfiResult<Option<&[f64]>> {
-            if p.is_null() {
-                Ok(None)
-            } else {
-                slice_arg(p, n, what).map(Some)
-            }
-        };
-        let batch = nenyax_core::learn::PgBatch {
-            logp: slice_arg(logp, n, "logp")?,
-            old_logp: slice_arg(old_logp, n, "old_logp")?,
-            ref_logp: opt(ref_logp, "ref_logp")?,
-            entropy: opt(entropy, "entropy")?,
-            mask: slice_arg(mask, n, "mask")?,
-            advantages: slice_arg(advantages, rows, "advantages")?,
+            grad_logp,
+            grad_entropy,
+            stats,
+        )
+    })
+}
+
+/// nenyax_pg_loss in f32 (per-token maths in f64, results rounded once).
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_pg_loss_f32(
+    logp: *const f32,
+    old_logp: *const f32,
+    ref_logp: *const f32,
+    entropy: *const f32,
+    mask: *const u8,
+    advantages: *const f32,
+    advantages_len: usize,
+    rows: usize,
+    width: usize,
+    config_json: *const c_char,
+    config_len: usize,
+    grad_logp: *mut f32,
+    grad_entropy: *mut f32,
+    stats: *mut nenyax_pg_stats_t,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        pg_loss_host(
+            logp,
+            old_logp,
+            ref_logp,
+            entropy,
+            mask,
+            advantages,
+            advantages_len,
+            rows,
             width,
+            config_json,
+            config_len,
+            grad_logp,
+            grad_entropy,
+            stats,
+        )
+    })
+}
+
+/// REINFORCE++ token advantages (`rows` x `width`, row-major) into `advantages_out`, and the
+/// discounted returns into `returns_out` (may be NULL). `group_ids` (may be NULL) selects the
+/// baseline variant: the group mean is subtracted before whitening.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_reinforce_pp(
+    rewards: *const f64,
+    group_ids: *const i64,
+    mask: *const u8,
+    rows: usize,
+    width: usize,
+    gamma: f64,
+    advantages_out: *mut f64,
+    returns_out: *mut f64,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        let n = tokens_of(rows, width)?;
+        let rewards = slice_arg(rewards, rows, "rewards")?;
+        let ids = if group_ids.is_null() {
+            None
+        } else {
+            Some(slice_arg(group_ids, rows, "group_ids")?)
         };
+        let mask = slice_arg(mask, n, "mask")?;
+        if advantages_out.is_null() {
+            return Err(invalid("advantages_out is NULL".into()));
+        }
+        let (adv, ret) = nenyax_core::learn::reinforce_pp(rewards, mask, width, gamma, ids)?;
+        std::slice::from_raw_parts_mut(advantages_out, n).copy_from_slice(&adv);
+        if !returns_out.is_null() {
+            std::slice::from_raw_parts_mut(returns_out, n).copy_from_slice(&ret);
+        }
+        Ok(())
+    })
+}
+
+/// DPO (sigmoid) on each group's best-vs-worst pair: the mean loss in `loss`, dL/dlogp in
+/// `grad_logp` (rows x width, 0 for rows in no pair) and the number of pairs in `pairs` (may be
+/// NULL). Sequence log-probs are sums over valid tokens.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_dpo_loss(
+    rewards: *const f64,
+    group_ids: *const i64,
+    logp: *const f64,
+    ref_logp: *const f64,
+    mask: *const u8,
+    rows: usize,
+    width: usize,
+    beta: f64,
+    loss: *mut f64,
+    grad_logp: *mut f64,
+    pairs: *mut usize,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        let n = tokens_of(rows, width)?;
+        let out = nenyax_core::learn::dpo_loss(
+            slice_arg(rewards, rows, "rewards")?,
+            slice_arg(group_ids, rows, "group_ids")?,
+            slice_arg(logp, n, "logp")?,
+            slice_arg(ref_logp, n, "ref_logp")?,
+            slice_arg(mask, n, "mask")?,
+            width,
+            beta,
+        )?;
         if grad_logp.is_null() {
             return Err(invalid("grad_logp is NULL".into()));
         }
-        let out = nenyax_core::learn::pg_loss(&batch, &cfg)?;
         std::slice::from_raw_parts_mut(grad_logp, n).copy_from_slice(&out.grad_logp);
-        if let (Some(g), false) = (&out.grad_entropy, grad_entropy.is_null()) {
-            std::slice::from_raw_parts_mut(grad_entropy, n).copy_from_slice(g);
+        if let Some(l) = loss.as_mut() {
+            *l = out.loss;
         }
-        if let Some(s) = stats.as_mut() {
-            *s = nenyax_pg_stats_t {
-                loss: out.loss,
-                loss_pg: out.loss_pg,
-                kl: out.kl.unwrap_or(0.0),
-                entropy: out.entropy.unwrap_or(0.0),
-                clip_fraction: out.clip_fraction,
-                approx_kl: out.approx_kl,
-                mean_ratio: out.mean_ratio,
-            };
+        if let Some(p) = pairs.as_mut() {
+            *p = out.pairs.len();
         }
         Ok(())
+    })
+}
+
+/// The full JSON of a named learner (e.g. "grpo", "dapo", "gspo"; see docs/c-api.md) with any
+/// overrides applied, so a trainer can log exactly which knobs it ran. Free with nenyax_string_free.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_learner_json(
+    config_json: *const c_char,
+    config_len: usize,
+    out: *mut nenyax_string_t,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        let v = json_object_arg(config_json, config_len, "config_json")?;
+        let learner = nenyax_core::learn::Learner::from_json(&v)?;
+        out_param(out, to_string_out(learner.to_json().to_string()))
     })
 }
 

@@ -1,9 +1,11 @@
 //! Policy losses, their value and their gradient with respect to each token's log-probability
-//! (pg-math.md §2-§4), on CPU in f64. A trainer backpropagates `grad_logp` through its own model.
+//! (pg-math.md §2-§4), on CPU in f32 or f64, one fused pass per row with rows in parallel. A trainer backpropagates `grad_logp` through its own model.
 //! Layout: row-major `[B][T]`, mask 1 = a token the loss counts; masked positions may hold
 //! anything and get a gradient of exactly 0.
 
 use std::collections::HashMap;
+
+use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 
@@ -86,28 +88,60 @@ pub struct PgConfig {
     pub entropy_coef: f64,
 }
 
-/// The data of one batch.
+/// A float type the learners take and give: `f32` or `f64`. The per-token maths runs in f64
+/// whatever the storage type, so an f32 caller gets the f64 result rounded once; sums are f64.
+pub trait Real: Copy + Send + Sync + PartialEq + std::fmt::Debug + 'static {
+    /// Widen to f64.
+    fn to_f64(self) -> f64;
+    /// Round from f64.
+    fn from_f64(v: f64) -> Self;
+}
+
+impl Real for f64 {
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self
+    }
+    #[inline(always)]
+    fn from_f64(v: f64) -> Self {
+        v
+    }
+}
+
+impl Real for f32 {
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        f64::from(self)
+    }
+    #[inline(always)]
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+}
+
+/// The data of one batch: `B = mask.len() / width` rows.
 #[derive(Debug, Clone, Copy)]
-pub struct PgBatch<'a> {
+pub struct PgBatch<'a, F: Real = f64> {
     /// Current-policy log-probs of the sampled tokens, `[B][T]`.
-    pub logp: &'a [f64],
+    pub logp: &'a [F],
     /// Old (behaviour) policy log-probs, `[B][T]`; for REINFORCE pass `logp`.
-    pub old_logp: &'a [f64],
+    pub old_logp: &'a [F],
     /// Reference-policy log-probs, `[B][T]`, needed with a KL penalty.
-    pub ref_logp: Option<&'a [f64]>,
+    pub ref_logp: Option<&'a [F]>,
     /// Token entropies, `[B][T]`, needed with an entropy bonus.
-    pub entropy: Option<&'a [f64]>,
+    pub entropy: Option<&'a [F]>,
     /// 1 = counted, 0 = ignored, `[B][T]`.
     pub mask: &'a [u8],
-    /// One advantage per sequence, `[B]`.
-    pub advantages: &'a [f64],
+    /// One advantage per sequence (`[B]`), or one per token (`[B][T]`, REINFORCE++ with
+    /// gamma < 1).
+    pub advantages: &'a [F],
     /// T.
     pub width: usize,
 }
 
-/// The loss, its gradient, and what a trainer logs.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PgOutput {
+/// The scalars of a loss call: the value and what a trainer logs.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct PgStats {
     /// The total loss (policy + KL - entropy).
     pub loss: f64,
     /// The policy term alone.
@@ -116,30 +150,31 @@ pub struct PgOutput {
     pub kl: Option<f64>,
     /// `agg(H)`, with an entropy bonus.
     pub entropy: Option<f64>,
-    /// `dL/dlogp[i,t]`, `[B][T]`, 0 on masked tokens.
-    pub grad_logp: Vec<f64>,
-    /// `dL/dH[i,t]`, with an entropy bonus.
-    pub grad_entropy: Option<Vec<f64>>,
     /// Fraction of valid tokens whose ratio was clipped (no gradient from the policy term).
     pub clip_fraction: f64,
     /// Mean over valid tokens of `old - logp` (verl's `ppo_kl`).
     pub approx_kl: f64,
     /// Mean token ratio `exp(logp - old)` over valid tokens.
     pub mean_ratio: f64,
+    /// Valid tokens N.
+    pub tokens: usize,
+    /// Rows with at least one valid token B'.
+    pub rows: usize,
+}
+
+/// The loss, its gradient, and what a trainer logs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PgOutput<F: Real = f64> {
+    /// The scalars.
+    pub stats: PgStats,
+    /// `dL/dlogp[i,t]`, `[B][T]`, 0 on masked tokens.
+    pub grad_logp: Vec<F>,
+    /// `dL/dH[i,t]`, with an entropy bonus.
+    pub grad_entropy: Option<Vec<F>>,
 }
 
 fn bad(arg: &str, why: String) -> Error {
     Error::Config(format!("`{arg}`: {why}"))
-}
-
-fn check_len(arg: &str, v: &[f64], want: usize) -> Result<()> {
-    if v.len() != want {
-        return Err(bad(arg, format!("has {} values; expected {want}", v.len())));
-    }
-    if let Some(i) = v.iter().position(|x| x.is_nan()) {
-        return Err(bad(arg, format!("{arg}[{i}] is NaN")));
-    }
-    Ok(())
 }
 
 fn check_clip(low: f64, high: f64) -> Result<()> {
@@ -157,7 +192,53 @@ fn check_clip(low: f64, high: f64) -> Result<()> {
     Ok(())
 }
 
+impl PgConfig {
+    /// Every knob in range, so that the per-token loop never has to check.
+    pub fn validate(&self) -> Result<()> {
+        match self.surrogate {
+            Surrogate::PpoClip {
+                clip_low,
+                clip_high,
+                dual_clip,
+            } => {
+                check_clip(clip_low, clip_high)?;
+                if let Some(c) = dual_clip {
+                    if !(c.is_finite() && c > 1.0) {
+                        return Err(bad("dual_clip", format!("is {c}; it must be > 1")));
+                    }
+                }
+            }
+            Surrogate::Gspo {
+                clip_low,
+                clip_high,
+            } => check_clip(clip_low, clip_high)?,
+            Surrogate::Reinforce => {}
+        }
+        if let Aggregation::SeqMeanTokenSumNorm { divisor: Some(d) } = self.aggregation {
+            if !(d.is_finite() && d > 0.0) {
+                return Err(bad(
+                    "divisor",
+                    format!("is {d}; it must be a positive number"),
+                ));
+            }
+        }
+        if let Some(kl) = self.kl {
+            if !kl.coef.is_finite() {
+                return Err(bad("kl.coef", format!("is {}; it must be finite", kl.coef)));
+            }
+        }
+        if !self.entropy_coef.is_finite() {
+            return Err(bad(
+                "entropy_coef",
+                format!("is {}; it must be finite", self.entropy_coef),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Whether a ratio `r` under advantage `a` still passes gradient (pg-math.md §2.1).
+#[inline(always)]
 fn active(a: f64, r: f64, low: f64, high: f64, dual: Option<f64>) -> bool {
     if a > 0.0 {
         r <= 1.0 + high
@@ -168,6 +249,7 @@ fn active(a: f64, r: f64, low: f64, high: f64, dual: Option<f64>) -> bool {
     }
 }
 
+#[inline(always)]
 fn clipped_loss(a: f64, r: f64, low: f64, high: f64, dual: Option<f64>) -> f64 {
     let l = (-a * r).max(-a * r.clamp(1.0 - low, 1.0 + high));
     match dual {
@@ -176,223 +258,374 @@ fn clipped_loss(a: f64, r: f64, low: f64, high: f64, dual: Option<f64>) -> f64 {
     }
 }
 
-/// The loss and its gradient for one batch.
-pub fn pg_loss(batch: &PgBatch<'_>, cfg: &PgConfig) -> Result<PgOutput> {
-    let b = batch.advantages.len();
+/// One KL estimator's value and derivative in `logp` at `d = logp - ref`.
+#[inline(always)]
+fn kl_term(kl: &Kl, d: f64) -> (f64, f64) {
+    match kl.estimator {
+        KlEstimator::K1 => (d, 1.0),
+        KlEstimator::K2 => (0.5 * d * d, d),
+        KlEstimator::K3 => {
+            let x = -d;
+            if kl.clamp {
+                let xc = x.clamp(-20.0, 20.0);
+                let v = xc.exp() - xc - 1.0;
+                let vc = v.clamp(-10.0, 10.0);
+                let free = xc == x && vc == v;
+                (vc, if free { 1.0 - x.exp() } else { 0.0 })
+            } else {
+                let e = x.exp();
+                (e - x - 1.0, 1.0 - e)
+            }
+        }
+    }
+}
+
+/// Each row's share of the batch sums; added up in row order so results do not depend on
+/// how rayon split the work.
+#[derive(Debug, Clone, Copy, Default)]
+struct RowSums {
+    loss_pg: f64,
+    kl: f64,
+    entropy: f64,
+    clipped: f64,
+    approx_kl: f64,
+    ratio: f64,
+}
+
+/// Below this many tokens a batch runs on the calling thread: rayon's hand-off costs more.
+const PARALLEL_MIN_TOKENS: usize = 1 << 15;
+
+/// The weight `w_i` every valid token of row `i` gets in `L = sum w l` (pg-math.md §3).
+fn row_weights(agg: Aggregation, lens: &[usize], t: usize) -> Vec<f64> {
+    let n: usize = lens.iter().sum();
+    let rows = lens.iter().filter(|&&l| l > 0).count() as f64;
+    let b = lens.len() as f64;
+    lens.iter()
+        .map(|&l| {
+            let l = l as f64;
+            match agg {
+                Aggregation::TokenMean => 1.0 / n as f64,
+                Aggregation::SeqMeanTokenSum => 1.0 / rows,
+                Aggregation::SeqMeanTokenMean { trl_rows: false } => 1.0 / ((l + 1e-8) * rows),
+                Aggregation::SeqMeanTokenMean { trl_rows: true } => 1.0 / (l.max(1.0) * b),
+                Aggregation::SeqMeanTokenSumNorm { divisor } => 1.0 / divisor.unwrap_or(t as f64),
+            }
+        })
+        .collect()
+}
+
+/// Where a row found bad data: (argument, column).
+type RowError = (&'static str, usize);
+
+/// The fused pass over one row: loss terms, gradients and metrics, masked tokens set to 0.
+#[allow(clippy::too_many_arguments)]
+fn row_pass<F: Real>(
+    batch: &PgBatch<'_, F>,
+    cfg: &PgConfig,
+    i: usize,
+    w: f64,
+    len: usize,
+    grad: &mut [F],
+    grad_entropy: Option<&mut [F]>,
+) -> std::result::Result<RowSums, RowError> {
     let t = batch.width;
-    if b == 0 || t == 0 {
-        return Err(bad(
-            "advantages",
-            "is empty; pass at least one sequence".into(),
-        ));
+    let base = i * t;
+    let mask = &batch.mask[base..base + t];
+    let logp = &batch.logp[base..base + t];
+    let old = &batch.old_logp[base..base + t];
+    let zero = F::from_f64(0.0);
+    let mut s = RowSums::default();
+    if len == 0 {
+        grad.fill(zero);
+        if let Some(ge) = grad_entropy {
+            ge.fill(zero);
+        }
+        return Ok(s);
     }
-    let n_tok = b * t;
-    check_len("advantages", batch.advantages, b)?;
-    if let Some(i) = batch.advantages.iter().position(|a| !a.is_finite()) {
-        return Err(bad("advantages", format!("advantages[{i}] is not finite")));
+    let token_adv = batch.advantages.len() != batch.mask.len() / t;
+    let adv = |j: usize| {
+        if token_adv {
+            batch.advantages[base + j].to_f64()
+        } else {
+            batch.advantages[i].to_f64()
+        }
+    };
+    // GSPO's sequence ratio, from the row's mean log-ratio (capped at 10 as verl does).
+    let seq_ratio = match cfg.surrogate {
+        Surrogate::Gspo { .. } => {
+            let mut sum = 0.0;
+            for j in 0..t {
+                if mask[j] != 0 {
+                    sum += logp[j].to_f64() - old[j].to_f64();
+                }
+            }
+            (sum / len as f64).min(10.0).exp()
+        }
+        _ => 1.0,
+    };
+    let reference = batch.ref_logp.map(|r| &r[base..base + t]);
+    let kl = cfg.kl.filter(|_| reference.is_some());
+    let ent_coef = cfg.entropy_coef;
+    let entropy = batch
+        .entropy
+        .filter(|_| ent_coef != 0.0)
+        .map(|h| &h[base..base + t]);
+    let mut grad_entropy = grad_entropy;
+    for j in 0..t {
+        if mask[j] == 0 {
+            grad[j] = zero;
+            if let Some(ge) = grad_entropy.as_deref_mut() {
+                ge[j] = zero;
+            }
+            continue;
+        }
+        let (lp, od) = (logp[j].to_f64(), old[j].to_f64());
+        if lp.is_nan() {
+            return Err(("logp", j));
+        }
+        if od.is_nan() {
+            return Err(("old_logp", j));
+        }
+        let a = adv(j);
+        if !a.is_finite() {
+            return Err(("advantages", j));
+        }
+        let delta = lp - od;
+        s.approx_kl -= delta;
+        s.ratio += delta.exp();
+        let (l, g, was_clipped) = match cfg.surrogate {
+            Surrogate::Reinforce => (-a * lp, -a, false),
+            Surrogate::PpoClip {
+                clip_low,
+                clip_high,
+                dual_clip,
+            } => {
+                let r = delta.clamp(-20.0, 20.0).exp();
+                let on = active(a, r, clip_low, clip_high, dual_clip) && delta.abs() < 20.0;
+                let l = clipped_loss(a, r, clip_low, clip_high, dual_clip);
+                (l, if on { -a * r } else { 0.0 }, !on && a != 0.0)
+            }
+            Surrogate::Gspo {
+                clip_low,
+                clip_high,
+            } => {
+                let r = seq_ratio;
+                let on = active(a, r, clip_low, clip_high, None);
+                let l = clipped_loss(a, r, clip_low, clip_high, None);
+                (l, if on { -a * r } else { 0.0 }, !on && a != 0.0)
+            }
+        };
+        s.loss_pg += w * l;
+        s.clipped += f64::from(u8::from(was_clipped));
+        let mut gk = w * g;
+        if let (Some(kl), Some(rf)) = (kl.as_ref(), reference) {
+            let rv = rf[j].to_f64();
+            if rv.is_nan() {
+                return Err(("ref_logp", j));
+            }
+            let (v, dv) = kl_term(kl, lp - rv);
+            s.kl += w * v;
+            gk += kl.coef * w * dv;
+        }
+        grad[j] = F::from_f64(gk);
+        if let Some(h) = entropy {
+            let hv = h[j].to_f64();
+            if hv.is_nan() {
+                return Err(("entropy", j));
+            }
+            s.entropy += w * hv;
+            if let Some(ge) = grad_entropy.as_deref_mut() {
+                ge[j] = F::from_f64(-ent_coef * w);
+            }
+        } else if let Some(ge) = grad_entropy.as_deref_mut() {
+            ge[j] = zero;
+        }
     }
-    if batch.mask.len() != n_tok {
+    Ok(s)
+}
+
+/// The loss and its gradient for one batch, written into the caller's buffers (`grad_logp`:
+/// B x T; `grad_entropy`: B x T, optional) in one pass over the tokens, rows in parallel.
+pub fn pg_loss_into<F: Real>(
+    batch: &PgBatch<'_, F>,
+    cfg: &PgConfig,
+    grad_logp: &mut [F],
+    grad_entropy: Option<&mut [F]>,
+) -> Result<PgStats> {
+    cfg.validate()?;
+    let t = batch.width;
+    if t == 0 {
+        return Err(bad("width", "is 0; pass the padded sequence length".into()));
+    }
+    let n_tok = batch.mask.len();
+    if n_tok == 0 {
+        return Err(bad("mask", "is empty; pass at least one sequence".into()));
+    }
+    if n_tok % t != 0 {
         return Err(bad(
             "mask",
-            format!("has {} values; expected {b} x {t}", batch.mask.len()),
+            format!("has {n_tok} values, not a multiple of width {t}"),
         ));
     }
-    let m = |k: usize| f64::from(u8::from(batch.mask[k] != 0));
-    // Garbage is allowed on masked positions, so only valid tokens are checked for NaN.
-    let check = |arg: &str, v: &[f64]| -> Result<()> {
-        if v.len() != n_tok {
-            return Err(bad(
-                arg,
-                format!("has {} values; expected {b} x {t}", v.len()),
-            ));
-        }
-        if let Some(k) = (0..n_tok).find(|&k| batch.mask[k] != 0 && v[k].is_nan()) {
-            return Err(bad(arg, format!("{arg}[{}][{}] is NaN", k / t, k % t)));
+    let b = n_tok / t;
+    let shape = |arg: &str, len: usize| -> Result<()> {
+        if len != n_tok {
+            return Err(bad(arg, format!("has {len} values; expected {b} x {t}")));
         }
         Ok(())
     };
-    check("logp", batch.logp)?;
-    check("old_logp", batch.old_logp)?;
-    let lens: Vec<f64> = (0..b).map(|i| (0..t).map(|j| m(i * t + j)).sum()).collect();
-    let n: f64 = lens.iter().sum();
-    if n == 0.0 {
+    shape("logp", batch.logp.len())?;
+    shape("old_logp", batch.old_logp.len())?;
+    shape("grad_logp", grad_logp.len())?;
+    if let Some(ge) = grad_entropy.as_deref() {
+        shape("grad_entropy", ge.len())?;
+    }
+    let na = batch.advantages.len();
+    if na != b && na != n_tok {
+        return Err(bad(
+            "advantages",
+            format!(
+                "has {na} values; expected one per sequence ({b}) or one per token ({b} x {t})"
+            ),
+        ));
+    }
+    if na == b {
+        if let Some(i) = batch
+            .advantages
+            .iter()
+            .position(|a| !a.to_f64().is_finite())
+        {
+            return Err(bad("advantages", format!("advantages[{i}] is not finite")));
+        }
+    }
+    if cfg.kl.is_some() {
+        let rf = batch
+            .ref_logp
+            .ok_or_else(|| bad("ref_logp", "is required with a KL penalty".into()))?;
+        shape("ref_logp", rf.len())?;
+    }
+    if cfg.entropy_coef != 0.0 {
+        let h = batch
+            .entropy
+            .ok_or_else(|| bad("entropy", "is required with an entropy bonus".into()))?;
+        shape("entropy", h.len())?;
+    }
+    let parallel = n_tok >= PARALLEL_MIN_TOKENS;
+    let count = |r: &[u8]| r.iter().filter(|&&m| m != 0).count();
+    let lens: Vec<usize> = if parallel {
+        batch.mask.par_chunks(t).map(count).collect()
+    } else {
+        batch.mask.chunks(t).map(count).collect()
+    };
+    let n: usize = lens.iter().sum();
+    if n == 0 {
         return Err(bad(
             "mask",
             "has no valid tokens; nothing to compute a loss over".into(),
         ));
     }
-    let rows = lens.iter().filter(|&&l| l > 0.0).count() as f64;
-    let row_weight: Vec<f64> = match cfg.aggregation {
-        Aggregation::TokenMean => vec![1.0 / n; b],
-        Aggregation::SeqMeanTokenSum => vec![1.0 / rows; b],
-        Aggregation::SeqMeanTokenMean { trl_rows: false } => {
-            lens.iter().map(|l| 1.0 / ((l + 1e-8) * rows)).collect()
-        }
-        Aggregation::SeqMeanTokenMean { trl_rows: true } => {
-            lens.iter().map(|l| 1.0 / (l.max(1.0) * b as f64)).collect()
-        }
-        Aggregation::SeqMeanTokenSumNorm { divisor } => {
-            let d = divisor.unwrap_or(t as f64);
-            if !(d.is_finite() && d > 0.0) {
-                return Err(bad(
-                    "divisor",
-                    format!("is {d}; it must be a positive number"),
-                ));
-            }
-            vec![1.0 / d; b]
-        }
+    let weights = row_weights(cfg.aggregation, &lens, t);
+    let ge_rows: Vec<Option<&mut [F]>> = match grad_entropy {
+        Some(ge) => ge.chunks_mut(t).map(Some).collect(),
+        None => (0..b).map(|_| None).collect(),
     };
-    let mut grad = vec![0.0; n_tok];
-    let (mut loss_pg, mut clipped, mut approx_kl, mut ratio_sum) = (0.0, 0.0, 0.0, 0.0);
-    for i in 0..b {
-        let a = batch.advantages[i];
-        let w = row_weight[i];
-        // GSPO's sequence ratio, from the row's mean log-ratio.
-        let seq_ratio = match cfg.surrogate {
-            Surrogate::Gspo { .. } => {
-                let s: f64 = (0..t)
-                    .map(|j| {
-                        let k = i * t + j;
-                        if batch.mask[k] != 0 {
-                            batch.logp[k] - batch.old_logp[k]
-                        } else {
-                            0.0
-                        }
-                    })
-                    .sum::<f64>()
-                    / lens[i].max(1.0);
-                s.min(10.0).exp()
-            }
-            _ => 1.0,
-        };
-        for j in 0..t {
-            let k = i * t + j;
-            if batch.mask[k] == 0 {
-                continue;
-            }
-            let delta = batch.logp[k] - batch.old_logp[k];
-            approx_kl -= delta;
-            ratio_sum += delta.exp();
-            let (l, g, was_clipped) = match cfg.surrogate {
-                Surrogate::Reinforce => (-a * batch.logp[k], -a, false),
-                Surrogate::PpoClip {
-                    clip_low,
-                    clip_high,
-                    dual_clip,
-                } => {
-                    check_clip(clip_low, clip_high)?;
-                    if let Some(c) = dual_clip {
-                        if c.is_nan() || c <= 1.0 {
-                            return Err(bad("dual_clip", format!("is {c}; it must be > 1")));
-                        }
-                    }
-                    let r = delta.clamp(-20.0, 20.0).exp();
-                    let on = active(a, r, clip_low, clip_high, dual_clip) && delta.abs() < 20.0;
-                    let l = clipped_loss(a, r, clip_low, clip_high, dual_clip);
-                    (l, if on { -a * r } else { 0.0 }, !on && a != 0.0)
-                }
-                Surrogate::Gspo {
-                    clip_low,
-                    clip_high,
-                } => {
-                    check_clip(clip_low, clip_high)?;
-                    let r = seq_ratio;
-                    let on = active(a, r, clip_low, clip_high, None);
-                    let l = clipped_loss(a, r, clip_low, clip_high, None);
-                    (l, if on { -a * r } else { 0.0 }, !on && a != 0.0)
-                }
-            };
-            loss_pg += w * l;
-            grad[k] = w * g;
-            clipped += f64::from(u8::from(was_clipped));
-        }
+    let work = |(i, (g, ge)): (usize, (&mut [F], Option<&mut [F]>))| {
+        row_pass(batch, cfg, i, weights[i], lens[i], g, ge)
+    };
+    let per_row: Vec<std::result::Result<RowSums, RowError>> = if parallel {
+        grad_logp
+            .par_chunks_mut(t)
+            .zip(ge_rows.into_par_iter())
+            .enumerate()
+            .map(work)
+            .collect()
+    } else {
+        grad_logp
+            .chunks_mut(t)
+            .zip(ge_rows)
+            .enumerate()
+            .map(work)
+            .collect()
+    };
+    let mut total = RowSums::default();
+    for (i, r) in per_row.into_iter().enumerate() {
+        let r = r.map_err(|(arg, j)| bad(arg, format!("{arg}[{i}][{j}] is not a number")))?;
+        total.loss_pg += r.loss_pg;
+        total.kl += r.kl;
+        total.entropy += r.entropy;
+        total.clipped += r.clipped;
+        total.approx_kl += r.approx_kl;
+        total.ratio += r.ratio;
     }
-    let mut loss = loss_pg;
-    let mut kl_value = None;
-    if let Some(kl) = cfg.kl {
-        let rf = batch
-            .ref_logp
-            .ok_or_else(|| bad("ref_logp", "is required with a KL penalty".into()))?;
-        check("ref_logp", rf)?;
-        if !kl.coef.is_finite() {
-            return Err(bad("kl.coef", format!("is {}; it must be finite", kl.coef)));
-        }
-        let mut total = 0.0;
-        for k in 0..n_tok {
-            if batch.mask[k] == 0 {
-                continue;
-            }
-            let w = row_weight[k / t];
-            let d = batch.logp[k] - rf[k];
-            let (v, dv) = match kl.estimator {
-                KlEstimator::K1 => (d, 1.0),
-                KlEstimator::K2 => (0.5 * d * d, d),
-                KlEstimator::K3 => {
-                    let x = -d;
-                    if kl.clamp {
-                        let xc = x.clamp(-20.0, 20.0);
-                        let v = xc.exp() - xc - 1.0;
-                        let vc = v.clamp(-10.0, 10.0);
-                        let free = xc == x && vc == v;
-                        (vc, if free { 1.0 - x.exp() } else { 0.0 })
-                    } else {
-                        (x.exp() - x - 1.0, 1.0 - x.exp())
-                    }
-                }
-            };
-            total += w * v;
-            grad[k] += kl.coef * w * dv;
-        }
-        loss += kl.coef * total;
-        kl_value = Some(total);
-    }
-    let (mut ent_value, mut grad_entropy) = (None, None);
-    if cfg.entropy_coef != 0.0 {
-        let h = batch
-            .entropy
-            .ok_or_else(|| bad("entropy", "is required with an entropy bonus".into()))?;
-        check("entropy", h)?;
-        let mut total = 0.0;
-        let mut g = vec![0.0; n_tok];
-        for k in 0..n_tok {
-            if batch.mask[k] != 0 {
-                let w = row_weight[k / t];
-                total += w * h[k];
-                g[k] = -cfg.entropy_coef * w;
-            }
-        }
-        loss -= cfg.entropy_coef * total;
-        ent_value = Some(total);
-        grad_entropy = Some(g);
-    }
-    Ok(PgOutput {
+    let mut loss = total.loss_pg;
+    let kl = cfg.kl.map(|k| {
+        loss += k.coef * total.kl;
+        total.kl
+    });
+    let entropy = (cfg.entropy_coef != 0.0).then(|| {
+        loss -= cfg.entropy_coef * total.entropy;
+        total.entropy
+    });
+    let nf = n as f64;
+    Ok(PgStats {
         loss,
-        loss_pg,
-        kl: kl_value,
-        entropy: ent_value,
-        grad_logp: grad,
-        grad_entropy,
-        clip_fraction: clipped / n,
-        approx_kl: approx_kl / n,
-        mean_ratio: ratio_sum / n,
+        loss_pg: total.loss_pg,
+        kl,
+        entropy,
+        clip_fraction: total.clipped / nf,
+        approx_kl: total.approx_kl / nf,
+        mean_ratio: total.ratio / nf,
+        tokens: n,
+        rows: lens.iter().filter(|&&l| l > 0).count(),
     })
+}
+
+/// The loss and its gradient for one batch, in new buffers.
+pub fn pg_loss<F: Real>(batch: &PgBatch<'_, F>, cfg: &PgConfig) -> Result<PgOutput<F>> {
+    let n = batch.mask.len();
+    let mut grad_logp = vec![F::from_f64(0.0); n];
+    let mut grad_entropy = (cfg.entropy_coef != 0.0).then(|| vec![F::from_f64(0.0); n]);
+    let stats = pg_loss_into(batch, cfg, &mut grad_logp, grad_entropy.as_deref_mut())?;
+    Ok(PgOutput {
+        stats,
+        grad_logp,
+        grad_entropy,
+    })
+}
+
+/// DPO's result: the mean loss over pairs, each pair, and `dL/dlogp`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DpoOutput<F: Real = f64> {
+    /// Mean loss over the pairs.
+    pub loss: f64,
+    /// The (chosen, rejected) rows of each pair, one pair per group with distinct rewards.
+    pub pairs: Vec<(usize, usize)>,
+    /// Each pair's loss.
+    pub per_pair: Vec<f64>,
+    /// `dL/dlogp`, `[B][T]`, 0 on masked tokens and on rows in no pair.
+    pub grad_logp: Vec<F>,
 }
 
 /// DPO (sigmoid) on best-vs-worst pairs of each group: the highest reward is chosen, the lowest
 /// rejected (ties: the lowest index), groups whose rewards are all equal are skipped. Sequence
-/// log-probs are sums over valid tokens. Returns the mean loss over pairs, each pair's loss and
-/// `dL/dlogp`.
-pub fn dpo_loss(
+/// log-probs are sums over valid tokens.
+pub fn dpo_loss<F: Real>(
     rewards: &[f64],
     group_ids: &[i64],
-    logp: &[f64],
-    ref_logp: &[f64],
+    logp: &[F],
+    ref_logp: &[F],
     mask: &[u8],
     width: usize,
     beta: f64,
-) -> Result<(f64, Vec<f64>, Vec<f64>)> {
+) -> Result<DpoOutput<F>> {
     let b = rewards.len();
-    if b == 0 || group_ids.len() != b {
+    if b == 0 {
+        return Err(bad(
+            "rewards",
+            "is empty; pass at least one sequence".into(),
+        ));
+    }
+    if group_ids.len() != b {
         return Err(bad(
             "group_ids",
             format!("has {} entries for {b} rewards", group_ids.len()),
@@ -404,7 +637,16 @@ pub fn dpo_loss(
     if !(beta.is_finite() && beta > 0.0) {
         return Err(bad("beta", format!("is {beta}; it must be > 0")));
     }
+    if width == 0 {
+        return Err(bad("width", "is 0; pass the padded sequence length".into()));
+    }
     let n_tok = b * width;
+    if mask.len() != n_tok {
+        return Err(bad(
+            "mask",
+            format!("has {} values; expected {b} x {width}", mask.len()),
+        ));
+    }
     for (arg, v) in [("logp", logp), ("ref_logp", ref_logp)] {
         if v.len() != n_tok {
             return Err(bad(
@@ -412,17 +654,17 @@ pub fn dpo_loss(
                 format!("has {} values; expected {b} x {width}", v.len()),
             ));
         }
-    }
-    if mask.len() != n_tok {
-        return Err(bad(
-            "mask",
-            format!("has {} values; expected {b} x {width}", mask.len()),
-        ));
+        if let Some(k) = (0..n_tok).find(|&k| mask[k] != 0 && v[k].to_f64().is_nan()) {
+            return Err(bad(
+                arg,
+                format!("{arg}[{}][{}] is not a number", k / width, k % width),
+            ));
+        }
     }
     let seq = |i: usize| -> f64 {
         (0..width)
             .filter(|&j| mask[i * width + j] != 0)
-            .map(|j| logp[i * width + j] - ref_logp[i * width + j])
+            .map(|j| logp[i * width + j].to_f64() - ref_logp[i * width + j].to_f64())
             .sum()
     };
     let mut order: Vec<i64> = Vec::new();
@@ -458,9 +700,9 @@ pub fn dpo_loss(
         ));
     }
     let p = pairs.len() as f64;
-    let mut grad = vec![0.0; n_tok];
+    let mut grad = vec![0.0f64; n_tok];
     let mut per_pair = Vec::with_capacity(pairs.len());
-    for (c, j) in pairs {
+    for &(c, j) in &pairs {
         let z = beta * (seq(c) - seq(j));
         // softplus(-z) and sigmoid(-z), stable on both sides.
         let loss = if z > 0.0 {
@@ -480,8 +722,12 @@ pub fn dpo_loss(
             }
         }
     }
-    let mean = per_pair.iter().sum::<f64>() / p;
-    Ok((mean, per_pair, grad))
+    Ok(DpoOutput {
+        loss: per_pair.iter().sum::<f64>() / p,
+        pairs,
+        per_pair,
+        grad_logp: grad.into_iter().map(F::from_f64).collect(),
+    })
 }
 
 #[cfg(test)]
@@ -528,7 +774,7 @@ mod tests {
         let mut b = batch(&[1, 1, 1, 1], &[1.0, -1.0]);
         b.logp = &nan;
         b.old_logp = &old;
-        assert!(err(b, cfg(PPO)).contains("logp[0][0] is NaN"));
+        assert!(err(b, cfg(PPO)).contains("logp[0][0] is not a number"));
         let mut b = batch(&[1, 1, 1, 1], &[1.0, -1.0]);
         b.logp = &lp;
         b.old_logp = &old;

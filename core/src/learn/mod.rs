@@ -1,17 +1,18 @@
-//! The maths of the learners a trainer runs on rollouts: advantage estimators, and the
-//! policy losses with their gradients, on CPU; the CUDA kernels and the C ABI are next. Every formula and
-//! convention follows `pg-math.md` of the shared reference, and is checked against its golden
-//! vectors (`tests/pg_golden.rs`).
+//! The maths of the learners a trainer runs on rollouts: advantage estimators, the policy losses
+//! with their gradients (CPU here, CUDA in [`crate::kernels`]), and the named learners as presets
+//! of those knobs. Every formula and convention follows `pg-math.md` of the shared reference,
+//! and is checked against its golden vectors (`tests/pg_golden.rs`).
 
 pub mod advantage;
 pub mod loss;
 
 pub use advantage::{advantages, dapo_keep, reinforce_pp, Estimator, Singleton, StdScope};
 pub use loss::{
-    dpo_loss, pg_loss, Aggregation, Kl, KlEstimator, PgBatch, PgConfig, PgOutput, Surrogate,
+    dpo_loss, pg_loss, pg_loss_into, Aggregation, DpoOutput, Kl, KlEstimator, PgBatch, PgConfig,
+    PgOutput, PgStats, Real, Surrogate,
 };
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::error::{Error, Result};
 
@@ -24,6 +25,14 @@ impl Estimator {
     /// "dr_grpo" | "rloo" | "reinforce", "eps": 1e-6, "singleton": "reward" | "zero",
     /// "std_scope": "group" | "batch"}`.
     pub fn from_json(v: &Value) -> Result<Estimator> {
+        if v.get("learner").is_some() && v.get("estimator").is_none() {
+            return Learner::from_json(v)?.estimator.ok_or_else(|| {
+                config_err(
+                    "this learner's advantages are per token (REINFORCE++); use reinforce_pp"
+                        .into(),
+                )
+            });
+        }
         let name = v
             .get("estimator")
             .and_then(Value::as_str)
@@ -76,6 +85,9 @@ impl PgConfig {
     /// "agg_divisor", "kl": {"estimator": "k1" | "k2" | "k3", "coef", "clamp"},
     /// "entropy_coef"}`.
     pub fn from_json(p: &Value) -> Result<PgConfig> {
+        if p.get("learner").is_some() {
+            return Ok(Learner::from_json(p)?.loss);
+        }
         let f = |k: &str| p.get(k).and_then(Value::as_f64);
         let need =
             |k: &str| f(k).ok_or_else(|| config_err(format!("`{k}` is required for this loss")));
@@ -137,5 +149,284 @@ impl PgConfig {
             kl,
             entropy_coef: f("entropy_coef").unwrap_or(0.0),
         })
+    }
+}
+
+impl Estimator {
+    /// The JSON [`Estimator::from_json`] reads back.
+    pub fn to_json(&self) -> Value {
+        let singleton = |s: &Singleton| match s {
+            Singleton::Reward => "reward",
+            Singleton::Zero => "zero",
+        };
+        match self {
+            Estimator::Grpo {
+                eps,
+                scope,
+                singleton: s,
+            } => json!({
+                "estimator": "grpo", "eps": eps, "singleton": singleton(s),
+                "std_scope": match scope { StdScope::Group => "group", StdScope::Batch => "batch" },
+            }),
+            Estimator::DrGrpo => json!({"estimator": "dr_grpo"}),
+            Estimator::Rloo { singleton: s } => {
+                json!({"estimator": "rloo", "singleton": singleton(s)})
+            }
+            Estimator::ReinforceBatchMean => json!({"estimator": "reinforce"}),
+        }
+    }
+}
+
+impl PgConfig {
+    /// The JSON [`PgConfig::from_json`] reads back.
+    pub fn to_json(&self) -> Value {
+        let mut v = match self.surrogate {
+            Surrogate::PpoClip {
+                clip_low,
+                clip_high,
+                dual_clip,
+            } => json!({"loss": "ppo_clip", "clip_low": clip_low, "clip_high": clip_high,
+                        "dual_clip_c": dual_clip}),
+            Surrogate::Gspo {
+                clip_low,
+                clip_high,
+            } => json!({"loss": "gspo", "clip_low": clip_low, "clip_high": clip_high}),
+            Surrogate::Reinforce => json!({"loss": "reinforce"}),
+        };
+        let (agg, extra) = match self.aggregation {
+            Aggregation::TokenMean => ("token-mean", None),
+            Aggregation::SeqMeanTokenSum => ("seq-mean-token-sum", None),
+            Aggregation::SeqMeanTokenMean { trl_rows } => {
+                ("seq-mean-token-mean", Some(("trl_rows", json!(trl_rows))))
+            }
+            Aggregation::SeqMeanTokenSumNorm { divisor } => (
+                "seq-mean-token-sum-norm",
+                Some(("agg_divisor", json!(divisor))),
+            ),
+        };
+        v["agg"] = json!(agg);
+        if let Some((k, x)) = extra {
+            v[k] = x;
+        }
+        v["kl"] = match self.kl {
+            None => Value::Null,
+            Some(k) => json!({
+                "estimator": match k.estimator {
+                    KlEstimator::K1 => "k1",
+                    KlEstimator::K2 => "k2",
+                    KlEstimator::K3 => "k3",
+                },
+                "coef": k.coef,
+                "clamp": k.clamp,
+            }),
+        };
+        v["entropy_coef"] = json!(self.entropy_coef);
+        v
+    }
+}
+
+/// A named learner: how it turns rewards into advantages and advantages into a loss
+/// (the presets table of pg-math.md §3).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Learner {
+    /// Its name.
+    pub name: &'static str,
+    /// The group estimator; none: REINFORCE++'s token-level whitening ([`reinforce_pp`]).
+    pub estimator: Option<Estimator>,
+    /// Drop groups whose rewards are all equal before the loss (DAPO's dynamic sampling).
+    pub dapo_filter: bool,
+    /// The loss.
+    pub loss: PgConfig,
+}
+
+const PPO_SYM: Surrogate = Surrogate::PpoClip {
+    clip_low: 0.2,
+    clip_high: 0.2,
+    dual_clip: None,
+};
+
+const fn learner(
+    name: &'static str,
+    estimator: Option<Estimator>,
+    dapo_filter: bool,
+    surrogate: Surrogate,
+    aggregation: Aggregation,
+    kl: Option<Kl>,
+) -> Learner {
+    Learner {
+        name,
+        estimator,
+        dapo_filter,
+        loss: PgConfig {
+            surrogate,
+            aggregation,
+            kl,
+            entropy_coef: 0.0,
+        },
+    }
+}
+
+/// Every named learner. `grpo` follows verl (the trainer most GRPO runs at scale use);
+/// `grpo_trl` follows TRL with the paper's KL coefficient.
+pub const LEARNERS: &[Learner] = &[
+    learner(
+        "grpo",
+        Some(Estimator::GRPO_VERL),
+        false,
+        Surrogate::PpoClip {
+            clip_low: 0.2,
+            clip_high: 0.2,
+            dual_clip: Some(3.0),
+        },
+        Aggregation::TokenMean,
+        Some(Kl {
+            estimator: KlEstimator::K3,
+            coef: 0.001,
+            clamp: true,
+        }),
+    ),
+    learner(
+        "grpo_trl",
+        Some(Estimator::GRPO_TRL),
+        false,
+        PPO_SYM,
+        Aggregation::SeqMeanTokenMean { trl_rows: true },
+        Some(Kl {
+            estimator: KlEstimator::K3,
+            coef: 0.04,
+            clamp: false,
+        }),
+    ),
+    learner(
+        "dr_grpo",
+        Some(Estimator::DrGrpo),
+        false,
+        PPO_SYM,
+        Aggregation::SeqMeanTokenSumNorm { divisor: None },
+        None,
+    ),
+    learner(
+        "dapo",
+        Some(Estimator::GRPO_VERL),
+        true,
+        Surrogate::PpoClip {
+            clip_low: 0.2,
+            clip_high: 0.28,
+            dual_clip: None,
+        },
+        Aggregation::TokenMean,
+        None,
+    ),
+    learner(
+        "rloo",
+        Some(Estimator::Rloo {
+            singleton: Singleton::Reward,
+        }),
+        false,
+        PPO_SYM,
+        Aggregation::TokenMean,
+        None,
+    ),
+    learner(
+        "reinforce",
+        Some(Estimator::ReinforceBatchMean),
+        false,
+        Surrogate::Reinforce,
+        Aggregation::SeqMeanTokenSum,
+        None,
+    ),
+    learner(
+        "reinforce_pp",
+        None,
+        false,
+        PPO_SYM,
+        Aggregation::TokenMean,
+        None,
+    ),
+    learner(
+        "gspo",
+        Some(Estimator::GRPO_VERL),
+        false,
+        Surrogate::Gspo {
+            clip_low: 3e-4,
+            clip_high: 4e-4,
+        },
+        Aggregation::SeqMeanTokenMean { trl_rows: false },
+        None,
+    ),
+];
+
+impl Learner {
+    /// A named preset (see [`LEARNERS`]).
+    pub fn preset(name: &str) -> Result<Learner> {
+        LEARNERS
+            .iter()
+            .find(|l| l.name == name)
+            .copied()
+            .ok_or_else(|| {
+                let known: Vec<&str> = LEARNERS.iter().map(|l| l.name).collect();
+                config_err(format!(
+                    "unknown learner {name:?}; known: {}, or \"pg\" with every knob given",
+                    known.join(", ")
+                ))
+            })
+    }
+
+    /// `{"learner": "<preset>", <any knob of PgConfig or Estimator JSON to override>}`, or
+    /// `{"learner": "pg", "estimator": ..., "loss": ..., "agg": ...}` with every knob given.
+    pub fn from_json(v: &Value) -> Result<Learner> {
+        let obj = v
+            .as_object()
+            .ok_or_else(|| config_err("a learner config must be a JSON object".into()))?;
+        let name = obj.get("learner").and_then(Value::as_str).unwrap_or("pg");
+        let base = if name == "pg" {
+            None
+        } else {
+            Some(Learner::preset(name)?)
+        };
+        let mut loss = base.map_or_else(|| json!({}), |l| l.loss.to_json());
+        let mut est = base
+            .and_then(|l| l.estimator)
+            .map_or_else(|| json!({}), |e| e.to_json());
+        for (k, x) in obj {
+            match k.as_str() {
+                "learner" | "dapo_filter" => {}
+                "estimator" | "eps" | "singleton" | "std_scope" => est[k] = x.clone(),
+                _ => loss[k] = x.clone(),
+            }
+        }
+        let estimator = if est.get("estimator").is_some() {
+            Some(Estimator::from_json(&est)?)
+        } else if base.is_some_and(|l| l.estimator.is_none()) {
+            None
+        } else {
+            return Err(config_err(
+                "`estimator` is required for a generic \"pg\" learner".into(),
+            ));
+        };
+        let loss = PgConfig::from_json(&loss)?;
+        loss.validate()?;
+        Ok(Learner {
+            name: base.map_or("pg", |l| l.name),
+            estimator,
+            dapo_filter: obj
+                .get("dapo_filter")
+                .and_then(Value::as_bool)
+                .unwrap_or(base.is_some_and(|l| l.dapo_filter)),
+            loss,
+        })
+    }
+
+    /// The JSON [`Learner::from_json`] reads back.
+    pub fn to_json(&self) -> Value {
+        let mut v = self.loss.to_json();
+        if let Some(e) = self.estimator {
+            for (k, x) in e.to_json().as_object().expect("an object") {
+                v[k] = x.clone();
+            }
+        }
+        v["learner"] = json!(self.name);
+        v["dapo_filter"] = json!(self.dapo_filter);
+        v
     }
 }

@@ -1,6 +1,6 @@
-/* Every advantage and policy-loss case of pg-golden.json through the header, in f64 at the
- * golden file's float64 tolerance (the cases are generated into pg_golden_cases.h), plus the
- * learners' bad-input errors. */
+/* Every advantage, policy-loss, REINFORCE++ and DPO case of pg-golden.json through the header,
+ * in f64 at the golden file's float64 tolerance and in f32 at its float32 tolerance (the cases
+ * are generated into pg_golden_cases.h), plus the learners' bad-input errors. */
 
 #include <math.h>
 
@@ -9,10 +9,30 @@
 
 #define RTOL 1e-9
 #define ATOL 1e-12
+#define RTOL32 2e-5
+#define ATOL32 2e-6
 
 static int near(double got, double want)
 {
     return fabs(got - want) <= ATOL + RTOL * fabs(want);
+}
+
+static int near32(double got, double want)
+{
+    return fabs(got - want) <= ATOL32 + RTOL32 * fabs(want);
+}
+
+/* Rounds a golden f64 array to f32 (NULL stays NULL). */
+static const float *to_f32(float *dst, const double *src, size_t n)
+{
+    size_t k;
+    if (!src) {
+        return NULL;
+    }
+    for (k = 0; k < n; k++) {
+        dst[k] = (float)src[k];
+    }
+    return dst;
 }
 
 int main(void)
@@ -35,13 +55,60 @@ int main(void)
     for (i = 0; i < sizeof PG_CASES / sizeof PG_CASES[0]; i++) {
         const pg_case_t *c = &PG_CASES[i];
         size_t n = c->rows * c->width;
-        REQUIRE_OK(nenyax_pg_loss(c->logp, c->old_logp, c->ref_logp, c->entropy, c->mask, c->adv,
+        float lp[64], old[64], rf[64], ent[64], adv[64], g32[64];
+        REQUIRE_OK(nenyax_pg_loss(c->logp, c->old_logp, c->ref_logp, c->entropy, c->mask, c->adv, 0,
                                   c->rows, c->width, c->config, strlen(c->config), grad, NULL,
                                   &stats));
         for (bad = !near(stats.loss, c->loss), k = 0; k < n; k++) {
             bad += !near(grad[k], c->grad[k]);
         }
-        check_report(bad == 0, __FILE__, __LINE__, c->name, NULL);
+        check_report(bad == 0, __FILE__, __LINE__, c->name, "f64");
+        REQUIRE_OK(nenyax_pg_loss_f32(
+            to_f32(lp, c->logp, n), to_f32(old, c->old_logp, n), to_f32(rf, c->ref_logp, n),
+            to_f32(ent, c->entropy, n), c->mask, to_f32(adv, c->adv, c->rows), c->rows, c->rows,
+            c->width, c->config, strlen(c->config), g32, NULL, &stats));
+        for (bad = !near32(stats.loss, c->loss), k = 0; k < n; k++) {
+            bad += !near32(g32[k], c->grad[k]);
+        }
+        check_report(bad == 0, __FILE__, __LINE__, c->name, "f32");
+    }
+
+    printf("REINFORCE++ token advantages\n");
+    {
+        double adv[RPP_ROWS * RPP_WIDTH];
+        REQUIRE_OK(nenyax_reinforce_pp(rpp_rewards, NULL, rpp_mask, RPP_ROWS, RPP_WIDTH, 1.0, adv,
+                                       NULL));
+        for (bad = 0, k = 0; k < RPP_ROWS * RPP_WIDTH; k++) {
+            bad += !near(adv[k], rpp_want[k]);
+        }
+        check_report(bad == 0, __FILE__, __LINE__, "reinforce_pp gamma 1", NULL);
+        REQUIRE_OK(nenyax_reinforce_pp(rpp_rewards, rpp_ids, rpp_mask, RPP_ROWS, RPP_WIDTH, 1.0,
+                                       adv, NULL));
+        for (bad = 0, k = 0; k < RPP_ROWS * RPP_WIDTH; k++) {
+            bad += !near(adv[k], rpp_want_baseline[k]);
+        }
+        check_report(bad == 0, __FILE__, __LINE__, "reinforce_pp baseline", NULL);
+    }
+
+    printf("DPO on best-vs-worst pairs\n");
+    {
+        double loss = 0.0;
+        size_t pairs = 0;
+        REQUIRE_OK(nenyax_dpo_loss(dpo_rewards, dpo_ids, dpo_logp, dpo_ref_logp, dpo_mask, DPO_ROWS,
+                                   DPO_WIDTH, DPO_BETA, &loss, grad, &pairs));
+        for (bad = !near(loss, DPO_LOSS) + (pairs != 2), k = 0; k < DPO_ROWS * DPO_WIDTH; k++) {
+            bad += !near(grad[k], dpo_grad[k]);
+        }
+        check_report(bad == 0, __FILE__, __LINE__, "dpo", NULL);
+    }
+
+    printf("named learners\n");
+    {
+        nenyax_string_t json = {0};
+        REQUIRE_OK(nenyax_learner_json(S("{\"learner\": \"dapo\", \"clip_high\": 0.3}"), &json));
+        CHECK(strstr(json.ptr, "\"clip_high\":0.3") != NULL);
+        CHECK(strstr(json.ptr, "\"dapo_filter\":true") != NULL);
+        nenyax_string_free(&json);
     }
 
     printf("bad input names the argument\n");
@@ -55,19 +122,25 @@ int main(void)
                          NENYAX_STATUS_INVALID_ARGUMENT, "group_ids is NULL");
         CHECK_STATUS_MSG(nenyax_advantages(r, g, 1, S("{\"estimator\": \"grop\"}"), out),
                          NENYAX_STATUS_CONFIG, "unknown estimator");
-        CHECK_STATUS_MSG(nenyax_pg_loss(c->logp, c->old_logp, NULL, NULL, c->mask, c->adv, c->rows,
+        CHECK_STATUS_MSG(nenyax_pg_loss(c->logp, c->old_logp, NULL, NULL, c->mask, c->adv, 0, c->rows,
                                         c->width,
                                         S("{\"loss\": \"ppo_clip\", \"clip_low\": -0.2, "
                                           "\"clip_high\": 0.2, \"agg\": \"token-mean\"}"),
                                         grad, NULL, &stats),
                          NENYAX_STATUS_CONFIG, "clip_low");
-        CHECK_STATUS_MSG(nenyax_pg_loss(c->logp, c->old_logp, NULL, NULL, c->mask, c->adv, c->rows,
+        CHECK_STATUS_MSG(nenyax_pg_loss(c->logp, c->old_logp, NULL, NULL, c->mask, c->adv, 0, c->rows,
                                         c->width,
                                         S("{\"loss\": \"ppo_clip\", \"clip_low\": 0.2, "
                                           "\"clip_high\": 0.2, \"agg\": \"token-mean\", "
                                           "\"kl\": {\"estimator\": \"k3\", \"coef\": 0.1}}"),
                                         grad, NULL, &stats),
                          NENYAX_STATUS_CONFIG, "ref_logp");
+        CHECK_STATUS_MSG(nenyax_pg_loss(c->logp, c->old_logp, NULL, NULL, c->mask, c->adv, 5, c->rows,
+                                        c->width, S("{\"learner\": \"dapo\"}"), grad, NULL, &stats),
+                         NENYAX_STATUS_CONFIG, "advantages");
+        CHECK_STATUS_MSG(nenyax_dpo_loss(r, g, c->logp, c->logp, c->mask, 2, c->width, 0.1, NULL,
+                                         grad, NULL),
+                         NENYAX_STATUS_CONFIG, "rewards[1] is not finite");
     }
     return finish("test_pg_golden");
 }
