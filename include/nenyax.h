@@ -64,6 +64,25 @@
 // Version of `nenyax_policy_vtable_t`, `nenyax_task_vtable_t` and `nenyax_state_vtable_t`.
 #define NENYAX_VTABLE_VERSION 1
 
+// How many f64 values the CUDA entry points write to `stats_device`: loss, loss_pg, kl,
+// entropy, clip_fraction, approx_kl, mean_ratio, tokens, rows, bad-input flags.
+#define NENYAX_PG_STATS_LEN 10
+
+// Bit in the last stats value: `logp` held a NaN on a valid token.
+#define NENYAX_PG_BAD_LOGP 1
+
+// Bit in the last stats value: `old_logp` held a NaN on a valid token.
+#define NENYAX_PG_BAD_OLD_LOGP 2
+
+// Bit in the last stats value: `ref_logp` held a NaN on a valid token.
+#define NENYAX_PG_BAD_REF_LOGP 4
+
+// Bit in the last stats value: `entropy` held a NaN on a valid token.
+#define NENYAX_PG_BAD_ENTROPY 8
+
+// Bit in the last stats value: an advantage was NaN.
+#define NENYAX_PG_BAD_ADVANTAGES 16
+
 // Stable status codes; values are never reused or renumbered.
 typedef enum nenyax_status_t {
   // Success (also the code of a NULL error).
@@ -110,6 +129,10 @@ typedef enum nenyax_status_t {
   NENYAX_STATUS_CALLBACK = 20,
   // A bug inside the library was caught before it could unwind into the host.
   NENYAX_STATUS_PANIC = 21,
+  // No usable GPU (no NVIDIA driver, no device, or no NVRTC); the CPU entry points still work.
+  NENYAX_STATUS_CUDA_UNAVAILABLE = 22,
+  // A CUDA call failed on a GPU that is there.
+  NENYAX_STATUS_CUDA = 23,
 } nenyax_status_t;
 
 // A loaded environment (any format). Thread-safe: `const` functions may run concurrently.
@@ -478,6 +501,66 @@ struct nenyax_error_t *nenyax_dpo_loss(const double *rewards,
                                        double *loss,
                                        double *grad_logp,
                                        size_t *pairs);
+
+// The GPU the CUDA entry points use, as JSON {"ordinal", "name", "compute_capability": [major,
+// minor]}; NENYAX_STATUS_CUDA_UNAVAILABLE says why there is none (no driver, no device, no
+// NVRTC). The first call loads the driver and compiles the kernels.
+struct nenyax_error_t *nenyax_cuda_device(struct nenyax_string_t *out);
+
+// The fused loss on the GPU over device pointers (f32, the primary context of the device),
+// queued on `stream` (a CUstream / cudaStream_t; NULL: the default stream), without
+// synchronising. `stats_device` receives NENYAX_PG_STATS_LEN doubles in device memory; a NaN
+// on a valid token sets a bit in its last value (NENYAX_PG_BAD_*) and an all-masked batch
+// leaves its token count at 0. Same arguments and config as nenyax_pg_loss.
+struct nenyax_error_t *nenyax_pg_loss_cuda_f32(const float *logp,
+                                               const float *old_logp,
+                                               const float *ref_logp,
+                                               const float *entropy,
+                                               const uint8_t *mask,
+                                               const float *advantages,
+                                               size_t advantages_len,
+                                               size_t rows,
+                                               size_t width,
+                                               const char *config_json,
+                                               size_t config_len,
+                                               float *grad_logp,
+                                               float *grad_entropy,
+                                               double *stats_device,
+                                               void *stream);
+
+// nenyax_pg_loss_cuda_f32 over f64 device arrays.
+struct nenyax_error_t *nenyax_pg_loss_cuda_f64(const double *logp,
+                                               const double *old_logp,
+                                               const double *ref_logp,
+                                               const double *entropy,
+                                               const uint8_t *mask,
+                                               const double *advantages,
+                                               size_t advantages_len,
+                                               size_t rows,
+                                               size_t width,
+                                               const char *config_json,
+                                               size_t config_len,
+                                               double *grad_logp,
+                                               double *grad_entropy,
+                                               double *stats_device,
+                                               void *stream);
+
+// The fused GPU loss from host memory (f32): copies in, runs, copies back and synchronises,
+// with the same arguments, results and errors as nenyax_pg_loss_f32.
+struct nenyax_error_t *nenyax_pg_loss_cuda_host_f32(const float *logp,
+                                                    const float *old_logp,
+                                                    const float *ref_logp,
+                                                    const float *entropy,
+                                                    const uint8_t *mask,
+                                                    const float *advantages,
+                                                    size_t advantages_len,
+                                                    size_t rows,
+                                                    size_t width,
+                                                    const char *config_json,
+                                                    size_t config_len,
+                                                    float *grad_logp,
+                                                    float *grad_entropy,
+                                                    struct nenyax_pg_stats_t *stats);
 
 // The full JSON of a named learner (e.g. "grpo", "dapo", "gspo"; see docs/c-api.md) with any
 // overrides applied, so a trainer can log exactly which knobs it ran. Free with nenyax_string_free.

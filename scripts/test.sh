@@ -42,6 +42,20 @@ scripts/setup_verifiers.sh
 export NENYAX_VERIFIERS_031_PYTHON="$root/.venv-verifiers-0.3.1/bin/python"
 export NENYAX_VERIFIERS_040_PYTHON="$root/.venv-verifiers-0.4.0/bin/python"
 
+# NVRTC from PyPI (no GPU needed), so tests/kernels.rs compiles the CUDA kernels here too.
+# The library finds it by name, so its folder goes on LD_LIBRARY_PATH before cargo starts.
+nvrtc_venv="$root/.venv-nvrtc"
+nvrtc_dir() { ls -d "$nvrtc_venv"/lib/python3*/site-packages/nvidia/cuda_nvrtc/lib 2>/dev/null | head -n 1; }
+nvrtc_lib="$(nvrtc_dir)"
+if [ ! -e "$nvrtc_lib/libnvrtc.so.12" ]; then
+    echo "scripts/test.sh: installing nvidia-cuda-nvrtc-cu12 into $nvrtc_venv" >&2
+    python3 -m venv --clear "$nvrtc_venv"
+    "$nvrtc_venv/bin/python" -m pip install --quiet --disable-pip-version-check "nvidia-cuda-nvrtc-cu12==12.9.86"
+    nvrtc_lib="$(nvrtc_dir)"
+fi
+export LD_LIBRARY_PATH="$nvrtc_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export NENYAX_REQUIRE_NVRTC=1
+
 export NENYAX_TEST_PYTHON="$python"
 # The bridge drivers' interpreter (tests/bridge.rs).
 export NENYAX_PYTHON="$python"

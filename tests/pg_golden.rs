@@ -3,9 +3,10 @@
 
 use serde_json::Value;
 
+use nenyax::kernels::DeviceReal;
 use nenyax::learn::{
     advantages, dapo_keep, dpo_loss, pg_loss, reinforce_pp, Estimator, PgBatch, PgConfig, PgStats,
-    Real, Singleton, StdScope,
+    Singleton, StdScope,
 };
 
 fn golden() -> Value {
@@ -154,10 +155,12 @@ fn config(p: &Value) -> PgConfig {
     PgConfig::from_json(p).expect("the golden params parse")
 }
 
-/// One pg_loss case in precision `F`: inputs rounded to `F`, outputs widened back.
-fn run_loss_case<F: Real>(
+/// One pg_loss case in precision `F` on the CPU or the GPU: inputs rounded to `F`, outputs
+/// widened back.
+fn run_loss_case<F: DeviceReal>(
     g: &Value,
     case: &Value,
+    gpu: bool,
 ) -> (PgStats, Vec<f64>, Option<Vec<f64>>, Vec<u8>) {
     let name = case["name"].as_str().unwrap();
     let inputs = match case["inputs_ref"].as_str() {
@@ -180,7 +183,13 @@ fn run_loss_case<F: Real>(
         advantages: &advantages,
         width,
     };
-    let out = pg_loss(&batch, &config(&case["params"])).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let cfg = config(&case["params"]);
+    let out = if gpu {
+        nenyax::kernels::pg_loss_host(&batch, &cfg)
+    } else {
+        pg_loss(&batch, &cfg)
+    }
+    .unwrap_or_else(|e| panic!("{name}: {e}"));
     let widen = |v: &[F]| v.iter().map(|x| x.to_f64()).collect::<Vec<f64>>();
     (
         out.stats,
@@ -190,7 +199,7 @@ fn run_loss_case<F: Real>(
     )
 }
 
-fn check_loss_cases<F: Real>(tolerance: &str) -> usize {
+fn check_loss_cases<F: DeviceReal>(tolerance: &str, gpu: bool) -> usize {
     let g = golden();
     let tol = &g["tolerance"][tolerance];
     let (rtol, atol) = (tol["rtol"].as_f64().unwrap(), tol["atol"].as_f64().unwrap());
@@ -199,8 +208,12 @@ fn check_loss_cases<F: Real>(tolerance: &str) -> usize {
         if case["kind"] != "pg_loss" {
             continue;
         }
-        let name = format!("{} ({tolerance})", case["name"].as_str().unwrap());
-        let (stats, grad, grad_entropy, mask) = run_loss_case::<F>(&g, case);
+        let name = format!(
+            "{} ({tolerance}{})",
+            case["name"].as_str().unwrap(),
+            if gpu { ", GPU" } else { "" }
+        );
+        let (stats, grad, grad_entropy, mask) = run_loss_case::<F>(&g, case, gpu);
         let want = &case["expected"];
         let scalar = |what: &str, got: f64, key: &str| {
             close(
@@ -246,7 +259,7 @@ fn check_loss_cases<F: Real>(tolerance: &str) -> usize {
 #[test]
 fn every_loss_and_gradient_case_matches_in_f64() {
     assert_eq!(
-        check_loss_cases::<f64>("float64_kernels"),
+        check_loss_cases::<f64>("float64_kernels", false),
         35,
         "every pg_loss case of the golden file was checked"
     );
@@ -255,7 +268,7 @@ fn every_loss_and_gradient_case_matches_in_f64() {
 #[test]
 fn every_loss_and_gradient_case_matches_in_f32() {
     assert_eq!(
-        check_loss_cases::<f32>("float32_kernels"),
+        check_loss_cases::<f32>("float32_kernels", false),
         35,
         "every pg_loss case of the golden file was checked"
     );
@@ -574,4 +587,155 @@ fn token_level_advantages_feed_the_loss() {
     close("loss", &[a.stats.loss], &[b.stats.loss], 1e-12, 1e-15);
     close("grad", &a.grad_logp, &b.grad_logp, 1e-12, 1e-15);
     assert!(a.stats.loss != 0.0);
+}
+
+/// Whether this machine has a usable GPU; prints why not, so a skip is never silent.
+fn gpu_or_say_why(test: &str) -> bool {
+    match nenyax::kernels::device() {
+        Ok(d) => {
+            println!(
+                "{test}: running on {} (sm_{}{})",
+                d.name, d.compute_capability.0, d.compute_capability.1
+            );
+            true
+        }
+        Err(e) => {
+            println!("{test}: GPU part skipped: {e}");
+            assert_eq!(e.kind(), "CudaUnavailable", "{e}");
+            false
+        }
+    }
+}
+
+/// On a GPU machine: every golden case through the fused kernels in f64 and f32 at the golden
+/// tolerances. Without one: the entry point says CUDA is unavailable (checked, not skipped).
+#[test]
+fn every_loss_case_matches_on_the_gpu_or_cuda_is_reported_unavailable() {
+    if !gpu_or_say_why("golden cases on the GPU") {
+        let (lp, m, a) = ([-1.0f32; 4], [1u8; 4], [1.0f32, -1.0]);
+        let batch = PgBatch {
+            logp: &lp,
+            old_logp: &lp,
+            ref_logp: None,
+            entropy: None,
+            mask: &m,
+            advantages: &a,
+            width: 2,
+        };
+        let cfg = PgConfig::from_json(&serde_json::json!({"learner": "dapo"})).unwrap();
+        let e = nenyax::kernels::pg_loss_host(&batch, &cfg).unwrap_err();
+        assert_eq!(e.kind(), "CudaUnavailable", "{e}");
+        assert!(e.to_string().starts_with("CUDA unavailable: "), "{e}");
+        return;
+    }
+    assert_eq!(check_loss_cases::<f64>("float64_kernels", true), 35);
+    assert_eq!(check_loss_cases::<f32>("float32_kernels", true), 35);
+}
+
+/// On a GPU machine: a batch large enough for many blocks, with every term on and token-level
+/// advantages, matches the CPU path; NaNs and an empty mask come back as the CPU's errors.
+#[test]
+fn a_large_batch_on_the_gpu_matches_the_cpu() {
+    if !gpu_or_say_why("large batch on the GPU") {
+        return;
+    }
+    let (b, t) = (300, 1500);
+    let mut rng = Lcg(11);
+    let mut mask = vec![0u8; b * t];
+    let (mut logp, mut old, mut rf, mut ent, mut adv) = (vec![], vec![], vec![], vec![], vec![]);
+    for i in 0..b {
+        let len = (rng.uniform() * t as f64) as usize;
+        for j in 0..t {
+            mask[i * t + j] = u8::from(j < len);
+            let lp = -3.0 * rng.uniform() as f32;
+            logp.push(lp);
+            old.push(lp + 0.3 * (rng.uniform() as f32 - 0.5));
+            rf.push(lp + 0.5 * (rng.uniform() as f32 - 0.5));
+            ent.push(2.0 * rng.uniform() as f32);
+            adv.push(2.0 * rng.uniform() as f32 - 1.0);
+        }
+    }
+    for learner in ["grpo", "grpo_trl", "gspo", "dr_grpo", "reinforce"] {
+        let mut cfg = PgConfig::from_json(&serde_json::json!({"learner": learner})).unwrap();
+        cfg.entropy_coef = 0.01;
+        if cfg.kl.is_none() {
+            cfg.kl = PgConfig::from_json(&serde_json::json!({"learner": "grpo"}))
+                .unwrap()
+                .kl;
+        }
+        let batch = PgBatch {
+            logp: &logp,
+            old_logp: &old,
+            ref_logp: Some(&rf),
+            entropy: Some(&ent),
+            mask: &mask,
+            advantages: &adv,
+            width: t,
+        };
+        let cpu = pg_loss(&batch, &cfg).unwrap();
+        let gpu = nenyax::kernels::pg_loss_host(&batch, &cfg).unwrap();
+        let wide = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<f64>>();
+        close(
+            &format!("{learner}/loss"),
+            &[gpu.stats.loss],
+            &[cpu.stats.loss],
+            1e-6,
+            1e-9,
+        );
+        close(
+            &format!("{learner}/grad"),
+            &wide(&gpu.grad_logp),
+            &wide(&cpu.grad_logp),
+            1e-6,
+            1e-12,
+        );
+        close(
+            &format!("{learner}/grad_entropy"),
+            &wide(gpu.grad_entropy.as_ref().unwrap()),
+            &wide(cpu.grad_entropy.as_ref().unwrap()),
+            1e-6,
+            1e-12,
+        );
+        for (what, g, c) in [
+            (
+                "clip_fraction",
+                gpu.stats.clip_fraction,
+                cpu.stats.clip_fraction,
+            ),
+            ("approx_kl", gpu.stats.approx_kl, cpu.stats.approx_kl),
+            ("mean_ratio", gpu.stats.mean_ratio, cpu.stats.mean_ratio),
+        ] {
+            close(&format!("{learner}/{what}"), &[g], &[c], 1e-6, 1e-9);
+        }
+        assert_eq!(
+            (gpu.stats.tokens, gpu.stats.rows),
+            (cpu.stats.tokens, cpu.stats.rows)
+        );
+    }
+    let cfg = PgConfig::from_json(&serde_json::json!({"learner": "dapo"})).unwrap();
+    let first = mask.iter().position(|&m| m != 0).unwrap();
+    let mut bad = logp.clone();
+    bad[first] = f32::NAN;
+    let batch = PgBatch {
+        logp: &bad,
+        old_logp: &old,
+        ref_logp: None,
+        entropy: None,
+        mask: &mask,
+        advantages: &adv,
+        width: t,
+    };
+    let e = nenyax::kernels::pg_loss_host(&batch, &cfg).unwrap_err();
+    assert!(e.to_string().contains("`logp`"), "{e}");
+    let empty = vec![0u8; b * t];
+    let e = nenyax::kernels::pg_loss_host(
+        &PgBatch {
+            mask: &empty,
+            logp: &logp,
+            ..batch
+        },
+        &cfg,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("no valid tokens"), "{e}");
 }

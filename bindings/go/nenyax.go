@@ -66,13 +66,15 @@ const (
 	StatusIO                Status = C.NENYAX_STATUS_IO
 	StatusCallback          Status = C.NENYAX_STATUS_CALLBACK
 	StatusPanic             Status = C.NENYAX_STATUS_PANIC
+	StatusCudaUnavailable   Status = C.NENYAX_STATUS_CUDA_UNAVAILABLE
+	StatusCuda              Status = C.NENYAX_STATUS_CUDA
 )
 
 var statusNames = [...]string{
 	"OK", "InvalidArgument", "InvalidURI", "UnknownScheme", "DriverUnavailable",
 	"UnknownTarget", "UnknownParameter", "InvalidParameter", "Unsupported", "PolicyMismatch",
 	"Policy", "InvalidAction", "Environment", "NonFiniteScore", "Judge", "Define", "Endpoint",
-	"Protocol", "Config", "IO", "Callback", "Panic",
+	"Protocol", "Config", "IO", "Callback", "Panic", "CudaUnavailable", "Cuda",
 }
 
 func (s Status) String() string {

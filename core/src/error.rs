@@ -132,6 +132,12 @@ pub enum Error {
     /// A configuration value that does not fit.
     #[error("{0}")]
     Config(String),
+    /// No usable GPU: no NVIDIA driver, no device, or no NVRTC; the CPU path still works.
+    #[error("CUDA unavailable: {0}")]
+    CudaUnavailable(String),
+    /// A CUDA call failed on a GPU that is there.
+    #[error("CUDA: {0}")]
+    Cuda(String),
     /// A file or stream failed.
     #[error("{context}: {source}")]
     Io {
@@ -164,6 +170,8 @@ impl Error {
             Error::Endpoint { .. } => "EndpointError",
             Error::Protocol(_) => "ProtocolError",
             Error::Config(_) => "ConfigError",
+            Error::CudaUnavailable(_) => "CudaUnavailable",
+            Error::Cuda(_) => "CudaError",
             Error::Io { .. } => "IoError",
         }
     }

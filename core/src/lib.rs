@@ -25,6 +25,7 @@ pub mod drivers;
 pub mod env;
 pub mod error;
 pub mod judges;
+pub mod kernels;
 pub mod learn;
 pub mod policy;
 pub mod providers;

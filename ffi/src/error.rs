@@ -53,6 +53,10 @@ pub enum nenyax_status_t {
     NENYAX_STATUS_CALLBACK = 20,
     /// A bug inside the library was caught before it could unwind into the host.
     NENYAX_STATUS_PANIC = 21,
+    /// No usable GPU (no NVIDIA driver, no device, or no NVRTC); the CPU entry points still work.
+    NENYAX_STATUS_CUDA_UNAVAILABLE = 22,
+    /// A CUDA call failed on a GPU that is there.
+    NENYAX_STATUS_CUDA = 23,
 }
 
 use nenyax_status_t::*;
@@ -98,6 +102,8 @@ fn status_of(e: &Error) -> nenyax_status_t {
         Error::Protocol(_) => NENYAX_STATUS_PROTOCOL,
         Error::Config(_) => NENYAX_STATUS_CONFIG,
         Error::Io { .. } => NENYAX_STATUS_IO,
+        Error::CudaUnavailable(_) => NENYAX_STATUS_CUDA_UNAVAILABLE,
+        Error::Cuda(_) => NENYAX_STATUS_CUDA,
     }
 }
 

@@ -900,6 +900,52 @@ fn tokens_of(rows: usize, width: usize) -> FfiResult<usize> {
         .ok_or_else(|| invalid(format!("rows ({rows}) x width ({width}) overflows")))
 }
 
+/// The host arrays of a loss call as a batch, each checked for NULL and sized `rows x width`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn host_batch<'a, F: nenyax_core::learn::Real>(
+    logp: *const F,
+    old_logp: *const F,
+    ref_logp: *const F,
+    entropy: *const F,
+    mask: *const u8,
+    advantages: *const F,
+    advantages_len: usize,
+    rows: usize,
+    width: usize,
+) -> FfiResult<nenyax_core::learn::PgBatch<'a, F>> {
+    let n = tokens_of(rows, width)?;
+    let opt = |p: *const F, what: &str| -> FfiResult<Option<&'a [F]>> {
+        if p.is_null() {
+            Ok(None)
+        } else {
+            slice_arg(p, n, what).map(Some)
+        }
+    };
+    let adv_len = if advantages_len == 0 {
+        rows
+    } else {
+        advantages_len
+    };
+    Ok(nenyax_core::learn::PgBatch {
+        logp: slice_arg(logp, n, "logp")?,
+        old_logp: slice_arg(old_logp, n, "old_logp")?,
+        ref_logp: opt(ref_logp, "ref_logp")?,
+        entropy: opt(entropy, "entropy")?,
+        mask: slice_arg(mask, n, "mask")?,
+        advantages: slice_arg(advantages, adv_len, "advantages")?,
+        width,
+    })
+}
+
+/// The loss config of a C call: pg knobs or a named learner.
+unsafe fn pg_config_arg(ptr: *const c_char, len: usize) -> FfiResult<nenyax_core::learn::PgConfig> {
+    Ok(nenyax_core::learn::PgConfig::from_json(&json_object_arg(
+        ptr,
+        len,
+        "config_json",
+    )?)?)
+}
+
 /// The shared body of the host-memory loss entry points, in either precision.
 #[allow(clippy::too_many_arguments)]
 unsafe fn pg_loss_host<F: nenyax_core::learn::Real>(
@@ -919,32 +965,18 @@ unsafe fn pg_loss_host<F: nenyax_core::learn::Real>(
     stats: *mut nenyax_pg_stats_t,
 ) -> FfiResult<()> {
     let n = tokens_of(rows, width)?;
-    let cfg = nenyax_core::learn::PgConfig::from_json(&json_object_arg(
-        config_json,
-        config_len,
-        "config_json",
-    )?)?;
-    let opt = |p: *const F, what: &str| -> FfiResult<Option<&[F]>> {
-        if p.is_null() {
-            Ok(None)
-        } else {
-            slice_arg(p, n, what).map(Some)
-        }
-    };
-    let adv_len = if advantages_len == 0 {
-        rows
-    } else {
-        advantages_len
-    };
-    let batch = nenyax_core::learn::PgBatch {
-        logp: slice_arg(logp, n, "logp")?,
-        old_logp: slice_arg(old_logp, n, "old_logp")?,
-        ref_logp: opt(ref_logp, "ref_logp")?,
-        entropy: opt(entropy, "entropy")?,
-        mask: slice_arg(mask, n, "mask")?,
-        advantages: slice_arg(advantages, adv_len, "advantages")?,
+    let cfg = pg_config_arg(config_json, config_len)?;
+    let batch = host_batch(
+        logp,
+        old_logp,
+        ref_logp,
+        entropy,
+        mask,
+        advantages,
+        advantages_len,
+        rows,
         width,
-    };
+    )?;
     if grad_logp.is_null() && n > 0 {
         return Err(invalid("grad_logp is NULL".into()));
     }
@@ -1117,6 +1149,223 @@ pub unsafe extern "C" fn nenyax_dpo_loss(
         }
         if let Some(p) = pairs.as_mut() {
             *p = out.pairs.len();
+        }
+        Ok(())
+    })
+}
+
+/// How many f64 values the CUDA entry points write to `stats_device`: loss, loss_pg, kl,
+/// entropy, clip_fraction, approx_kl, mean_ratio, tokens, rows, bad-input flags.
+pub const NENYAX_PG_STATS_LEN: usize = 10;
+const _: () = assert!(NENYAX_PG_STATS_LEN == nenyax_core::kernels::STATS_LEN);
+
+/// Bit in the last stats value: `logp` held a NaN on a valid token.
+pub const NENYAX_PG_BAD_LOGP: u32 = 1;
+/// Bit in the last stats value: `old_logp` held a NaN on a valid token.
+pub const NENYAX_PG_BAD_OLD_LOGP: u32 = 2;
+/// Bit in the last stats value: `ref_logp` held a NaN on a valid token.
+pub const NENYAX_PG_BAD_REF_LOGP: u32 = 4;
+/// Bit in the last stats value: `entropy` held a NaN on a valid token.
+pub const NENYAX_PG_BAD_ENTROPY: u32 = 8;
+/// Bit in the last stats value: an advantage was NaN.
+pub const NENYAX_PG_BAD_ADVANTAGES: u32 = 16;
+const _: () = assert!(
+    NENYAX_PG_BAD_LOGP == nenyax_core::kernels::BAD_LOGP
+        && NENYAX_PG_BAD_OLD_LOGP == nenyax_core::kernels::BAD_OLD_LOGP
+        && NENYAX_PG_BAD_REF_LOGP == nenyax_core::kernels::BAD_REF_LOGP
+        && NENYAX_PG_BAD_ENTROPY == nenyax_core::kernels::BAD_ENTROPY
+        && NENYAX_PG_BAD_ADVANTAGES == nenyax_core::kernels::BAD_ADVANTAGES
+);
+
+/// The GPU the CUDA entry points use, as JSON {"ordinal", "name", "compute_capability": [major,
+/// minor]}; NENYAX_STATUS_CUDA_UNAVAILABLE says why there is none (no driver, no device, no
+/// NVRTC). The first call loads the driver and compiles the kernels.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_cuda_device(out: *mut nenyax_string_t) -> *mut nenyax_error_t {
+    boundary(|| {
+        let d = nenyax_core::kernels::device()?;
+        let v = serde_json::json!({
+            "ordinal": d.ordinal,
+            "name": d.name,
+            "compute_capability": [d.compute_capability.0, d.compute_capability.1],
+        });
+        out_param(out, to_string_out(v.to_string()))
+    })
+}
+
+/// The shared body of the device-pointer loss entry points.
+#[allow(clippy::too_many_arguments)]
+unsafe fn pg_loss_cuda<F: nenyax_core::kernels::DeviceReal>(
+    logp: *const F,
+    old_logp: *const F,
+    ref_logp: *const F,
+    entropy: *const F,
+    mask: *const u8,
+    advantages: *const F,
+    advantages_len: usize,
+    rows: usize,
+    width: usize,
+    config_json: *const c_char,
+    config_len: usize,
+    grad_logp: *mut F,
+    grad_entropy: *mut F,
+    stats_device: *mut f64,
+    stream: *mut c_void,
+) -> FfiResult<()> {
+    let n = tokens_of(rows, width)?;
+    if advantages_len != 0 && advantages_len != rows && advantages_len != n {
+        return Err(invalid(format!(
+            "advantages_len is {advantages_len}; give 0 or {rows} (one per row) or {n} (one per token)"
+        )));
+    }
+    let cfg = pg_config_arg(config_json, config_len)?;
+    let batch = nenyax_core::kernels::DeviceBatch {
+        logp: logp as u64,
+        old_logp: old_logp as u64,
+        ref_logp: ref_logp as u64,
+        entropy: entropy as u64,
+        mask: mask as u64,
+        advantages: advantages as u64,
+        advantages_per_token: advantages_len == n && n != rows,
+        rows,
+        width,
+    };
+    let out = nenyax_core::kernels::DeviceOutput {
+        grad_logp: grad_logp as u64,
+        grad_entropy: grad_entropy as u64,
+        stats: stats_device as u64,
+    };
+    nenyax_core::kernels::pg_loss_device::<F>(&batch, &cfg, &out, stream)?;
+    Ok(())
+}
+
+/// The fused loss on the GPU over device pointers (f32, the primary context of the device),
+/// queued on `stream` (a CUstream / cudaStream_t; NULL: the default stream), without
+/// synchronising. `stats_device` receives NENYAX_PG_STATS_LEN doubles in device memory; a NaN
+/// on a valid token sets a bit in its last value (NENYAX_PG_BAD_*) and an all-masked batch
+/// leaves its token count at 0. Same arguments and config as nenyax_pg_loss.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_pg_loss_cuda_f32(
+    logp: *const f32,
+    old_logp: *const f32,
+    ref_logp: *const f32,
+    entropy: *const f32,
+    mask: *const u8,
+    advantages: *const f32,
+    advantages_len: usize,
+    rows: usize,
+    width: usize,
+    config_json: *const c_char,
+    config_len: usize,
+    grad_logp: *mut f32,
+    grad_entropy: *mut f32,
+    stats_device: *mut f64,
+    stream: *mut c_void,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        pg_loss_cuda(
+            logp,
+            old_logp,
+            ref_logp,
+            entropy,
+            mask,
+            advantages,
+            advantages_len,
+            rows,
+            width,
+            config_json,
+            config_len,
+            grad_logp,
+            grad_entropy,
+            stats_device,
+            stream,
+        )
+    })
+}
+
+/// nenyax_pg_loss_cuda_f32 over f64 device arrays.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_pg_loss_cuda_f64(
+    logp: *const f64,
+    old_logp: *const f64,
+    ref_logp: *const f64,
+    entropy: *const f64,
+    mask: *const u8,
+    advantages: *const f64,
+    advantages_len: usize,
+    rows: usize,
+    width: usize,
+    config_json: *const c_char,
+    config_len: usize,
+    grad_logp: *mut f64,
+    grad_entropy: *mut f64,
+    stats_device: *mut f64,
+    stream: *mut c_void,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        pg_loss_cuda(
+            logp,
+            old_logp,
+            ref_logp,
+            entropy,
+            mask,
+            advantages,
+            advantages_len,
+            rows,
+            width,
+            config_json,
+            config_len,
+            grad_logp,
+            grad_entropy,
+            stats_device,
+            stream,
+        )
+    })
+}
+
+/// The fused GPU loss from host memory (f32): copies in, runs, copies back and synchronises,
+/// with the same arguments, results and errors as nenyax_pg_loss_f32.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_pg_loss_cuda_host_f32(
+    logp: *const f32,
+    old_logp: *const f32,
+    ref_logp: *const f32,
+    entropy: *const f32,
+    mask: *const u8,
+    advantages: *const f32,
+    advantages_len: usize,
+    rows: usize,
+    width: usize,
+    config_json: *const c_char,
+    config_len: usize,
+    grad_logp: *mut f32,
+    grad_entropy: *mut f32,
+    stats: *mut nenyax_pg_stats_t,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        let n = tokens_of(rows, width)?;
+        let cfg = pg_config_arg(config_json, config_len)?;
+        let batch = host_batch(
+            logp,
+            old_logp,
+            ref_logp,
+            entropy,
+            mask,
+            advantages,
+            advantages_len,
+            rows,
+            width,
+        )?;
+        if grad_logp.is_null() {
+            return Err(invalid("grad_logp is NULL".into()));
+        }
+        let out = nenyax_core::kernels::pg_loss_host(&batch, &cfg)?;
+        std::slice::from_raw_parts_mut(grad_logp, n).copy_from_slice(&out.grad_logp);
+        if let (false, Some(g)) = (grad_entropy.is_null(), &out.grad_entropy) {
+            std::slice::from_raw_parts_mut(grad_entropy, n).copy_from_slice(g);
+        }
+        if let Some(s) = stats.as_mut() {
+            *s = out.stats.into();
         }
         Ok(())
     })

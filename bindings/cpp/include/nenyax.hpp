@@ -100,6 +100,8 @@ inline const char* status_name(nenyax_status_t status) noexcept {
     case NENYAX_STATUS_IO: return "NENYAX_STATUS_IO";
     case NENYAX_STATUS_CALLBACK: return "NENYAX_STATUS_CALLBACK";
     case NENYAX_STATUS_PANIC: return "NENYAX_STATUS_PANIC";
+    case NENYAX_STATUS_CUDA_UNAVAILABLE: return "NENYAX_STATUS_CUDA_UNAVAILABLE";
+    case NENYAX_STATUS_CUDA: return "NENYAX_STATUS_CUDA";
   }
   return "NENYAX_STATUS_<unknown>";
 }

@@ -49,6 +49,8 @@ const STATUS_CONFIG = Int32(18)
 const STATUS_IO = Int32(19)
 const STATUS_CALLBACK = Int32(20)
 const STATUS_PANIC = Int32(21)
+const STATUS_CUDA_UNAVAILABLE = Int32(22)
+const STATUS_CUDA = Int32(23)
 
 const STATUS_NAMES = ("OK", "InvalidArgument", "InvalidURI", "UnknownScheme",
     "DriverUnavailable", "UnknownTarget", "UnknownParameter", "InvalidParameter",

@@ -444,14 +444,14 @@ fn row_pass<F: Real>(
     Ok(s)
 }
 
-/// The loss and its gradient for one batch, written into the caller's buffers (`grad_logp`:
-/// B x T; `grad_entropy`: B x T, optional) in one pass over the tokens, rows in parallel.
-pub fn pg_loss_into<F: Real>(
+/// The shapes and knobs of a loss call, checked before any token is read; returns (B, T).
+/// NaNs on valid tokens are found in the pass itself.
+pub(crate) fn check_shapes<F: Real>(
     batch: &PgBatch<'_, F>,
     cfg: &PgConfig,
-    grad_logp: &mut [F],
-    grad_entropy: Option<&mut [F]>,
-) -> Result<PgStats> {
+    grad_len: usize,
+    grad_entropy_len: Option<usize>,
+) -> Result<(usize, usize)> {
     cfg.validate()?;
     let t = batch.width;
     if t == 0 {
@@ -476,9 +476,9 @@ pub fn pg_loss_into<F: Real>(
     };
     shape("logp", batch.logp.len())?;
     shape("old_logp", batch.old_logp.len())?;
-    shape("grad_logp", grad_logp.len())?;
-    if let Some(ge) = grad_entropy.as_deref() {
-        shape("grad_entropy", ge.len())?;
+    shape("grad_logp", grad_len)?;
+    if let Some(len) = grad_entropy_len {
+        shape("grad_entropy", len)?;
     }
     let na = batch.advantages.len();
     if na != b && na != n_tok {
@@ -510,6 +510,24 @@ pub fn pg_loss_into<F: Real>(
             .ok_or_else(|| bad("entropy", "is required with an entropy bonus".into()))?;
         shape("entropy", h.len())?;
     }
+    Ok((b, t))
+}
+
+/// The loss and its gradient for one batch, written into the caller's buffers (`grad_logp`:
+/// B x T; `grad_entropy`: B x T, optional) in one pass over the tokens, rows in parallel.
+pub fn pg_loss_into<F: Real>(
+    batch: &PgBatch<'_, F>,
+    cfg: &PgConfig,
+    grad_logp: &mut [F],
+    grad_entropy: Option<&mut [F]>,
+) -> Result<PgStats> {
+    let (b, t) = check_shapes(
+        batch,
+        cfg,
+        grad_logp.len(),
+        grad_entropy.as_deref().map(<[F]>::len),
+    )?;
+    let n_tok = b * t;
     let parallel = n_tok >= PARALLEL_MIN_TOKENS;
     let count = |r: &[u8]| r.iter().filter(|&&m| m != 0).count();
     let lens: Vec<usize> = if parallel {

@@ -111,6 +111,43 @@ int main(void)
         nenyax_string_free(&json);
     }
 
+    printf("the CUDA entry points\n");
+    {
+        nenyax_string_t device = {0};
+        nenyax_error_t *err = nenyax_cuda_device(&device);
+        if (err) {
+            /* No GPU here: say why, and every CUDA entry point must say the same. */
+            const pg_case_t *c = &PG_CASES[0];
+            float lp[64], adv[64], g32[64];
+            size_t n = c->rows * c->width;
+            printf("  GPU cases skipped: %s\n", nenyax_error_message(err, NULL));
+            CHECK(nenyax_error_code(err) == NENYAX_STATUS_CUDA_UNAVAILABLE);
+            nenyax_error_free(err);
+            CHECK_STATUS_MSG(nenyax_pg_loss_cuda_host_f32(
+                                 to_f32(lp, c->logp, n), lp, NULL, NULL, c->mask,
+                                 to_f32(adv, c->adv, c->rows), 0, c->rows, c->width,
+                                 c->config, strlen(c->config), g32, NULL, &stats),
+                             NENYAX_STATUS_CUDA_UNAVAILABLE, "CUDA unavailable");
+        } else {
+            printf("  on %s\n", device.ptr);
+            nenyax_string_free(&device);
+            for (i = 0; i < sizeof PG_CASES / sizeof PG_CASES[0]; i++) {
+                const pg_case_t *c = &PG_CASES[i];
+                size_t n = c->rows * c->width;
+                float lp[64], old[64], rf[64], ent[64], adv[64], g32[64];
+                REQUIRE_OK(nenyax_pg_loss_cuda_host_f32(
+                    to_f32(lp, c->logp, n), to_f32(old, c->old_logp, n),
+                    to_f32(rf, c->ref_logp, n), to_f32(ent, c->entropy, n), c->mask,
+                    to_f32(adv, c->adv, c->rows), 0, c->rows, c->width, c->config,
+                    strlen(c->config), g32, NULL, &stats));
+                for (bad = !near32(stats.loss, c->loss), k = 0; k < n; k++) {
+                    bad += !near32(g32[k], c->grad[k]);
+                }
+                check_report(bad == 0, __FILE__, __LINE__, c->name, "GPU f32");
+            }
+        }
+    }
+
     printf("bad input names the argument\n");
     {
         const double r[2] = {1.0, NAN};
