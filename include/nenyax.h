@@ -439,6 +439,14 @@ struct nenyax_error_t *nenyax_advantages(const double *rewards,
                                          size_t options_len,
                                          double *out);
 
+// DAPO's dynamic-sampling filter: `keep_out[i]` is 1 unless row i's group has all-equal rewards
+// (a group of one is kept). Exact equality, a deliberate deviation from the reference's float
+// std test (docs/learners.md).
+struct nenyax_error_t *nenyax_dapo_keep(const double *rewards,
+                                        const int64_t *group_ids,
+                                        size_t n,
+                                        uint8_t *keep_out);
+
 // A policy-gradient loss over `rows` x `width` tokens (row-major, f64), its value in `stats`
 // and dL/dlogp in `grad_logp` (rows x width). `ref_logp` is needed with a KL term and
 // `entropy` with an entropy bonus (`grad_entropy` may be NULL); `advantages` holds

@@ -854,6 +854,33 @@ pub unsafe extern "C" fn nenyax_advantages(
     })
 }
 
+/// DAPO's dynamic-sampling filter: `keep_out[i]` is 1 unless row i's group has all-equal rewards
+/// (a group of one is kept). Exact equality, a deliberate deviation from the reference's float
+/// std test (docs/learners.md).
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_dapo_keep(
+    rewards: *const f64,
+    group_ids: *const i64,
+    n: usize,
+    keep_out: *mut u8,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        let rewards = slice_arg(rewards, n, "rewards")?;
+        let ids = slice_arg(group_ids, n, "group_ids")?;
+        if keep_out.is_null() {
+            return Err(invalid("keep_out is NULL".into()));
+        }
+        let keep = nenyax_core::learn::dapo_keep(rewards, ids)?;
+        for (o, k) in std::slice::from_raw_parts_mut(keep_out, n)
+            .iter_mut()
+            .zip(keep)
+        {
+            *o = u8::from(k);
+        }
+        Ok(())
+    })
+}
+
 /// What a policy-loss call returns besides the gradients.
 #[repr(C)]
 #[derive(Debug, Default, Clone, Copy)]

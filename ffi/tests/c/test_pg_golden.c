@@ -102,6 +102,15 @@ int main(void)
         check_report(bad == 0, __FILE__, __LINE__, "dpo", NULL);
     }
 
+    printf("DAPO's filter\n");
+    {
+        const double r[5] = {1.0, 1.0, 0.0, 1.0, 0.5};
+        const int64_t g[5] = {7, 7, 8, 8, 9};
+        uint8_t keep[5];
+        REQUIRE_OK(nenyax_dapo_keep(r, g, 5, keep));
+        CHECK(keep[0] == 0 && keep[1] == 0 && keep[2] == 1 && keep[3] == 1 && keep[4] == 1);
+    }
+
     printf("named learners\n");
     {
         nenyax_string_t json = {0};

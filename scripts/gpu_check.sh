@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The GPU check of the learners' CUDA kernels, in one run on a machine with an NVIDIA GPU:
+#   1. the golden cases of pg-golden.json through the fused kernels, f64 and f32 (Rust test
+#      binary), and through the C header (C test);
+#   2. benches/pg_cuda.py: the fused kernel against the PyTorch-eager formula on the same tensors
+#      at 64M tokens, and the achieved memory bandwidth as a fraction of the device's measured
+#      copy bandwidth.
+# Results go to $OUT (default target/gpu-check). With cargo available it builds first
+# (scripts/gpu_kit.sh); without, it uses a kit built elsewhere: scripts/gpu_check.sh <kit dir>.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+kit="${1:-target/gpu-kit}"
+OUT="${OUT:-target/gpu-check}"
+mkdir -p "$OUT"
+if [ ! -e "$kit/libnenyax.so" ]; then
+    command -v cargo >/dev/null || { echo "no kit at $kit and no cargo to build one" >&2; exit 2; }
+    scripts/gpu_kit.sh
+fi
+status=0
+{
+    echo "date: $(date -u +%FT%TZ)"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.memory --format=csv,noheader || true
+} | tee "$OUT/device.txt"
+echo "== golden cases on the device (Rust)" | tee "$OUT/golden.txt"
+"$kit/pg_golden" --nocapture --test-threads 1 2>&1 | tee -a "$OUT/golden.txt"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+grep -q "GPU part skipped" "$OUT/golden.txt" && { echo "the GPU was not used" | tee -a "$OUT/golden.txt"; status=1; }
+echo "== golden cases on the device (C header)" | tee -a "$OUT/golden.txt"
+LD_LIBRARY_PATH="$kit" "$kit/test_pg_golden" 2>&1 | grep -v '^  ok ' | tee -a "$OUT/golden.txt"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+echo "== fused kernel against PyTorch eager" | tee "$OUT/bench.txt"
+python3 benches/pg_cuda.py --lib "$kit/libnenyax.so" --json "$OUT/bench.json" 2>&1 | tee -a "$OUT/bench.txt"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+echo "gpu_check: status $status; results in $OUT"
+exit $status
