@@ -7,6 +7,8 @@ use std::collections::HashMap;
 
 use rayon::prelude::*;
 
+use super::fast;
+
 use crate::error::{Error, Result};
 
 /// The per-token surrogate.
@@ -370,6 +372,63 @@ fn row_pass<F: Real>(
         .entropy
         .filter(|_| ent_coef != 0.0)
         .map(|h| &h[base..base + t]);
+    if let Surrogate::PpoClip {
+        clip_low,
+        clip_high,
+        dual_clip,
+    } = cfg.surrogate
+    {
+        let knobs = fast::Ppo {
+            lo: 1.0 - clip_low,
+            hi: 1.0 + clip_high,
+            dual: dual_clip.unwrap_or(f64::INFINITY),
+            kl_coef: kl.map_or(0.0, |k| k.coef),
+        };
+        let row = fast::Row {
+            mask,
+            logp,
+            old,
+            reference: reference.filter(|_| kl.is_some()),
+            entropy,
+            adv: if token_adv {
+                &batch.advantages[base..base + t]
+            } else {
+                &batch.advantages[i..=i]
+            },
+        };
+        let f = fast::ppo_row(&knobs, fast::kl_code(kl.as_ref()), w, &row, grad);
+        // A NaN on a valid token: the scalar pass below finds and names it.
+        if f.bad == 0 {
+            let mut ratio = f.ratio;
+            if f.out_of_range > 0 {
+                // The fast loop summed the clamped ratio; the metric wants the true one.
+                for j in (0..t).filter(|&j| mask[j] != 0) {
+                    let d = logp[j].to_f64() - old[j].to_f64();
+                    if d.abs() >= 20.0 {
+                        ratio += d.exp() - d.clamp(-20.0, 20.0).exp();
+                    }
+                }
+            }
+            if let Some(ge) = grad_entropy {
+                let v = F::from_f64(if entropy.is_some() {
+                    -ent_coef * w
+                } else {
+                    0.0
+                });
+                for (g, &m) in ge.iter_mut().zip(mask) {
+                    *g = if m != 0 { v } else { zero };
+                }
+            }
+            return Ok(RowSums {
+                loss_pg: f.loss,
+                kl: f.kl,
+                entropy: f.entropy,
+                clipped: f.clipped,
+                approx_kl: f.approx_kl,
+                ratio,
+            });
+        }
+    }
     let mut grad_entropy = grad_entropy;
     for j in 0..t {
         if mask[j] == 0 {

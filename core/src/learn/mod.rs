@@ -4,6 +4,7 @@
 //! and is checked against its golden vectors (`tests/pg_golden.rs`).
 
 pub mod advantage;
+mod fast;
 pub mod loss;
 
 pub use advantage::{advantages, dapo_keep, reinforce_pp, Estimator, Singleton, StdScope};
