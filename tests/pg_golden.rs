@@ -739,3 +739,49 @@ fn a_large_batch_on_the_gpu_matches_the_cpu() {
     .unwrap_err();
     assert!(e.to_string().contains("no valid tokens"), "{e}");
 }
+
+/// Log-ratios beyond ±20 are clamped for the loss (verl) but the mean-ratio metric is the true
+/// one; and a NaN on a valid token is named, wherever it sits in a row of any length.
+#[test]
+fn extreme_ratios_and_nans_in_the_vectorised_pass() {
+    let t = 21; // two full chunks of 8 and a tail
+    let mask: Vec<u8> = (0..t).map(|j| u8::from(j != 3)).collect();
+    let logp: Vec<f64> = (0..t).map(|j| -1.0 - 0.01 * j as f64).collect();
+    let mut old = logp.clone();
+    old[5] = logp[5] - 25.0; // ratio e^25 on a valid token
+    old[17] = logp[17] + 30.0; // ratio e^-30
+    old[3] = f64::NAN; // masked garbage
+    let cfg = PgConfig::from_json(&serde_json::json!({"learner": "dapo"})).unwrap();
+    let batch = PgBatch {
+        logp: &logp,
+        old_logp: &old,
+        ref_logp: None,
+        entropy: None,
+        mask: &mask,
+        advantages: &[0.7],
+        width: t,
+    };
+    let out = pg_loss(&batch, &cfg).unwrap();
+    let valid: Vec<usize> = (0..t).filter(|&j| mask[j] != 0).collect();
+    let want: f64 =
+        valid.iter().map(|&j| (logp[j] - old[j]).exp()).sum::<f64>() / valid.len() as f64;
+    close("mean_ratio", &[out.stats.mean_ratio], &[want], 1e-12, 0.0);
+    assert_eq!(
+        out.grad_logp[5], 0.0,
+        "|log-ratio| >= 20 passes no gradient"
+    );
+    assert_eq!(out.grad_logp[3], 0.0);
+    for at in [0, 7, 8, 16, 20] {
+        let mut bad = logp.clone();
+        bad[at] = f64::NAN;
+        let e = pg_loss(
+            &PgBatch {
+                logp: &bad,
+                ..batch
+            },
+            &cfg,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains(&format!("logp[0][{at}]")), "{e}");
+    }
+}
