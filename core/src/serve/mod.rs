@@ -928,15 +928,15 @@ fn websocket(mut stream: TcpStream, leftover: Vec<u8>, req: &Request, shared: &A
             }
             Err(tungstenite::Error::Capacity(_)) => {
                 let why = format!("message larger than the limit of {max} bytes");
-                close_ws(&mut ws, CloseCode::Size, &why);
+                abort_ws(&mut ws, CloseCode::Size, &why);
                 break;
             }
             Err(tungstenite::Error::Utf8(_)) => {
-                close_ws(&mut ws, CloseCode::Invalid, "text frame is not UTF-8");
+                abort_ws(&mut ws, CloseCode::Invalid, "text frame is not UTF-8");
                 break;
             }
             Err(tungstenite::Error::Protocol(e)) => {
-                close_ws(&mut ws, CloseCode::Protocol, &e.to_string());
+                abort_ws(&mut ws, CloseCode::Protocol, &e.to_string());
                 break;
             }
             Err(_) => break,
@@ -944,6 +944,44 @@ fn websocket(mut stream: TcpStream, leftover: Vec<u8>, req: &Request, shared: &A
     }
     drop(play);
     shared.release();
+}
+
+/// Close after a frame the codec could not take (too big, not UTF-8, bad framing): the
+/// WebSocket's read state is unusable, so send the close frame, then discard raw bytes until
+/// the peer goes (so the close frame is not lost to a reset) for at most 2 s.
+fn abort_ws(ws: &mut WebSocket<TcpStream>, code: CloseCode, why: &str) {
+    let mut reason = why.to_string();
+    while reason.len() > 120 {
+        reason.pop();
+    }
+    let _ = ws.close(Some(CloseFrame {
+        code,
+        reason: reason.into(),
+    }));
+    let _ = ws.flush();
+    let s = ws.get_mut();
+    let _ = s.shutdown(Shutdown::Write);
+    let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut sink = [0u8; 16 * 1024];
+    let mut discarded = 0usize;
+    while Instant::now() < deadline && discarded < (64 << 20) {
+        match s.read(&mut sink) {
+            Ok(0) => break,
+            Ok(n) => discarded += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue
+            }
+            Err(_) => break,
+        }
+    }
+    let _ = s.shutdown(Shutdown::Both);
 }
 
 /// Send a close frame and wait briefly for the peer's, so the close is clean.
