@@ -295,7 +295,6 @@ struct OpenEnv {
     manifest: Manifest,
     target: Target,
     config: Arc<Config>,
-    seeded: bool,
     text_action: Option<String>,
     /// Served by `nenyax serve`: observations and judgments are Nenyax's own.
     nenyax: bool,
@@ -450,7 +449,6 @@ impl OpenEnv {
             manifest: m,
             target,
             config: Arc::new(config),
-            seeded: seeded_param.unwrap_or(nenyax),
             text_action,
             nenyax,
             max_steps,
@@ -502,7 +500,9 @@ impl Environment for OpenEnv {
         let slot = self.take_slot()?;
         let link = Link::open(&self.target, &self.config)?;
         let mut data = self.config.reset.clone();
-        if let Some(s) = seed.filter(|_| self.seeded) {
+        // The seed always goes with reset (OpenEnv's reset takes it); `seeded` only decides
+        // whether the environment claims to be resettable, which the checks then measure.
+        if let Some(s) = seed {
             data.insert("seed".into(), json!(s));
         }
         if let Some(t) = task {
