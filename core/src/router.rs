@@ -50,7 +50,6 @@ pub trait Driver: Send + Sync {
 const PLANNED: &[(&str, &str)] = &[
     ("verifiers", "Verifiers environments (rollout mode)"),
     ("openenv", "OpenEnv servers (step mode)"),
-    ("nemo_gym", "NeMo Gym resources servers (step mode)"),
     ("harbor", "Harbor / Terminal-Bench tasks (task mode)"),
 ];
 
@@ -94,6 +93,7 @@ impl Registry {
         r.register(Box::new(crate::bridge::drivers::reasoning_gym()));
         r.register(Box::new(crate::bridge::drivers::gymnasium()));
         r.register(Box::new(crate::bridge::drivers::verifiers()));
+        r.register(Box::new(crate::drivers::nemo_gym::NemoGymDriver));
         r
     }
 

@@ -1,3 +1,4 @@
 //! One module per native format.
 
 pub mod builtin;
+pub mod nemo_gym;
