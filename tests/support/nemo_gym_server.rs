@@ -61,6 +61,22 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// Whether `GET /` on the port answers `{"status":"ok"}` (plain std, so any test crate can
+/// include this file).
+fn alive(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut c) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut reply = String::new();
+    c.write_all(b"GET / HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .is_ok()
+        && c.read_to_string(&mut reply).is_ok()
+        && reply.starts_with("HTTP/1.1 200")
+        && reply.contains("\"ok\"")
+}
+
 /// A running resources server.
 pub struct ResourcesServer {
     /// `http://127.0.0.1:<port>`.
@@ -111,13 +127,8 @@ impl ResourcesServer {
         };
         let t0 = Instant::now();
         loop {
-            if let Ok(mut r) = ureq::get(&format!("{}/", s.url)).call() {
-                if r.body_mut()
-                    .read_to_string()
-                    .is_ok_and(|b| b.contains("\"ok\""))
-                {
-                    return s;
-                }
+            if alive(port) {
+                return s;
             }
             if let Some(st) = s.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
                 panic!("resources server {name} exited during startup with {st}");

@@ -452,6 +452,8 @@ pub(crate) struct NemoEpisode {
     obs: Observation,
     /// The model name written into the Response object `/verify` gets.
     model_name: String,
+    /// `/verify`'s verdict, once the final step asked for it.
+    judgment: Option<Judgment>,
     closed: bool,
 }
 
@@ -497,6 +499,7 @@ impl NemoEpisode {
             output: Vec::new(),
             obs,
             model_name: "nenyax-policy".into(),
+            judgment: None,
             closed: false,
         })
     }
@@ -640,14 +643,12 @@ impl NemoEpisode {
             .insert("verify".into(), Value::Object(j.details.clone()));
         let mut info = Map::new();
         info.insert("kind".into(), json!("final"));
-        info.insert(
-            "judgment".into(),
-            serde_json::to_value(&j).unwrap_or(Value::Null),
-        );
+        let reward = j.score;
+        self.judgment = Some(j);
         Ok(Step {
             action,
             observation: obs,
-            reward: j.score,
+            reward,
             terminated: true,
             truncated: false,
             info,
@@ -791,18 +792,10 @@ impl Episode for NemoEpisode {
     fn judge(&self, steps: &[Step]) -> Result<Judgment> {
         // A finished episode was verified by its last step; one cut short is verified now,
         // with what it produced (as NeMo Gym's agent does at its step limit).
-        if let Some(j) = steps
-            .last()
-            .filter(|s| s.terminated)
-            .and_then(|s| s.info.get("judgment"))
-            .and_then(|j| serde_json::from_value::<Judgment>(j.clone()).ok())
-        {
-            return Ok(j);
+        match &self.judgment {
+            Some(j) if steps.last().is_some_and(|s| s.done()) => Ok(j.clone()),
+            _ => self.verify(),
         }
-        if let Some(s) = steps.last().filter(|s| s.terminated) {
-            return Judgment::new(s.reward, JudgeSource::Verifier, "nemo_gym.verify");
-        }
-        self.verify()
     }
 
     fn task(&self) -> Option<TaskRef> {

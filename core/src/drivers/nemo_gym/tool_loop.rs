@@ -199,9 +199,9 @@ pub(super) fn run(
         last.info.insert("stop_reason".into(), json!(stop));
         traj.metadata.insert("stop_reason".into(), json!(stop));
         traj.metadata.insert("model_turns".into(), json!(turns));
-        let judgment = ep.judge(std::slice::from_ref(&last));
+        let judgment = ep.judge(std::slice::from_ref(&last))?;
         steps.push(last);
-        traj.judgment = Some(judgment?);
+        traj.judgment = Some(judgment);
         Ok(())
     })();
     traj.steps = steps;
