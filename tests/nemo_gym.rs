@@ -262,6 +262,26 @@ fn tool_tasks_step_from_outside_with_the_same_cookies() {
         .act(json!({"type": "function_call", "call_id": "c3", "name": "get_counter_value", "arguments": "{}"}))
         .unwrap();
     assert_eq!(step.observation.data, json!({"count": 6}));
+    // A tool the task does not have, and arguments that are not JSON: answered without
+    // reaching the server (so a model cannot call /verify as a tool).
+    let step = session
+        .act(json!({"name": "verify", "arguments": {}}))
+        .unwrap();
+    assert!(step
+        .observation
+        .text
+        .as_deref()
+        .unwrap()
+        .contains("not one of this task's tools"));
+    let step = session
+        .act(json!({"name": "increment_counter", "arguments": "{not json"}))
+        .unwrap();
+    assert!(step
+        .observation
+        .text
+        .as_deref()
+        .unwrap()
+        .contains("Invalid tool call arguments"));
     let last = session.act(json!("The count is 6.")).unwrap();
     assert!(last.terminated);
     assert_eq!(session.judgment().unwrap().score, 1.0);

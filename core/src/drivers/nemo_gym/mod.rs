@@ -510,7 +510,8 @@ impl NemoEpisode {
 
     /// Run one `function_call` item: `POST /<name>` with its parsed arguments and the cookies.
     /// Its raw reply (any status) is the output; unparseable arguments are answered as NeMo
-    /// Gym's agent answers them, without calling the server. Appends the call and its output to
+    /// Gym's agent answers them, and a name that is not one of the task's tools with an error,
+    /// both without calling the server. Appends the call and its output to
     /// the episode's items and returns the `function_call_output` item.
     pub(crate) fn run_call(&mut self, call: &Value, record_call: bool) -> Result<Value> {
         let name = call
@@ -536,7 +537,13 @@ impl NemoEpisode {
                 "arguments must be a JSON string or object, got {other}"
             )),
         };
+        let tools = &self.shared.rows[self.index].tools;
         let output = match args {
+            // Only the task's own tools are routes a call may reach (never /verify, say).
+            _ if !tools.contains(&name) => json!({"error": format!(
+                "Tool `{name}` is not one of this task's tools ({})", tools.join(", ")
+            )})
+            .to_string(),
             Err(e) => json!({"error": format!("Invalid tool call arguments: {e}")}).to_string(),
             Ok(args) => {
                 let path = format!("/{name}");
