@@ -698,6 +698,19 @@ pub(crate) fn tool_step(call: &Value, out: &Value) -> Step {
     }
 }
 
+/// What an action may be, for errors.
+const ACTION_SHAPES: &str = "expected the reply text (a JSON string), a tool call {name, \
+     arguments}, an assistant message with tool_calls, or a list of Responses output items";
+
+/// The `function_call` items among `items`, in order.
+fn function_calls(items: &[Value]) -> Vec<Value> {
+    items
+        .iter()
+        .filter(|i| i["type"] == "function_call")
+        .cloned()
+        .collect()
+}
+
 /// A tool call given as an action: a Responses `function_call` item or a contract/OpenAI
 /// tool call (`{id, name, arguments}` or `{function: {name, arguments}}`).
 fn call_item(v: &Value) -> Option<Value> {
@@ -728,23 +741,28 @@ impl Episode for NemoEpisode {
         // Normalise to the assistant text and the tool calls of this turn.
         let (text, calls, extra_items): (String, Vec<Value>, Vec<Value>) = match action {
             Value::String(s) => (s.clone(), Vec::new(), Vec::new()),
-            Value::Object(o) if o.contains_key("tool_calls") || o.get("role").is_some() => {
+            Value::Object(o) if o.contains_key("tool_calls") || o.contains_key("role") => {
                 let m = Message::from_openai(action)
                     .map_err(|e| invalid(&format!("not an assistant message: {e}")))?;
-                let items = crate::responses::message_to_items(&m);
-                let calls: Vec<Value> = items.iter().filter(|i| i["type"] == "function_call").cloned().collect();
+                if m.role != Role::Assistant {
+                    return Err(invalid("a message action must have role `assistant`"));
+                }
+                let calls = function_calls(&crate::responses::message_to_items(&m));
                 (m.text().unwrap_or_default(), calls, Vec::new())
             }
             Value::Object(_) => match call_item(action) {
                 Some(c) => (String::new(), vec![c], Vec::new()),
-                None => return Err(invalid("expected the reply text, a tool call {name, arguments}, an assistant message or a list of Responses output items")),
+                None => return Err(invalid(ACTION_SHAPES)),
             },
             Value::Array(items) => {
-                let calls: Vec<Value> = items.iter().filter(|i| i["type"] == "function_call").cloned().collect();
-                let rest: Vec<Value> = items.iter().filter(|i| i["type"] != "function_call").cloned().collect();
-                (String::new(), calls, rest)
+                let rest = items
+                    .iter()
+                    .filter(|i| i["type"] != "function_call")
+                    .cloned()
+                    .collect();
+                (String::new(), function_calls(items), rest)
             }
-            _ => return Err(invalid("expected the reply text (a JSON string)")),
+            _ => return Err(invalid(ACTION_SHAPES)),
         };
         if calls.is_empty() {
             return if let Value::Array(_) = action {

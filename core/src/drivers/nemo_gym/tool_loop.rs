@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{tool_step, Api, NemoEpisode, NemoGymEnv};
+use super::{function_calls, tool_step, Api, NemoEpisode, NemoGymEnv};
 use crate::contract::{Message, Role, Step, ToolCall, Trajectory};
 use crate::env::{Episode as _, RolloutOptions};
 use crate::error::{Error, Result};
@@ -169,12 +169,7 @@ pub(super) fn run(
                 sent,
                 &model.name(),
             )?;
-            let calls: Vec<Value> = turn
-                .items
-                .iter()
-                .filter(|i| i["type"] == "function_call")
-                .cloned()
-                .collect();
+            let calls = function_calls(&turn.items);
             let text = turn_text(&turn.items);
             ep.output.extend(turn.items);
             if let Some(why) = turn.incomplete {
