@@ -133,6 +133,9 @@ typedef enum nenyax_status_t {
   NENYAX_STATUS_CUDA_UNAVAILABLE = 22,
   // A CUDA call failed on a GPU that is there.
   NENYAX_STATUS_CUDA = 23,
+  // A server refused a session because it is at its session limit (the message is the
+  // server's own); retry later or open fewer sessions.
+  NENYAX_STATUS_CAPACITY = 24,
 } nenyax_status_t;
 
 // A loaded environment (any format). Thread-safe: `const` functions may run concurrently.
@@ -153,6 +156,10 @@ typedef struct nenyax_reply_t nenyax_reply_t;
 
 // A thread pool for batches of rollouts.
 typedef struct nenyax_runner_t nenyax_runner_t;
+
+// An OpenEnv server serving one step-mode environment (what `nenyax serve` runs).
+// Thread-safe; stop and free it with nenyax_server_stop.
+typedef struct nenyax_server_t nenyax_server_t;
 
 // A live step-mode episode. Not thread-safe: use from one thread at a time.
 typedef struct nenyax_session_t nenyax_session_t;
@@ -410,6 +417,24 @@ struct nenyax_error_t *nenyax_policy_endpoint(const char *options_json,
 
 // Free a policy; NULL is a no-op. Its user_data is freed when no handle uses it any more.
 void nenyax_policy_free(struct nenyax_policy_t *policy);
+
+// Serve `env` (a step-mode environment) as an OpenEnv server on background threads: WebSocket
+// sessions at /ws, HTTP /reset, /step, /state, /health, /metadata, /schema. Options (may be
+// NULL): {"host": "127.0.0.1", "port": 8000 (0: any free port), "max_sessions": 64,
+// "idle_timeout_s": 300, "max_message_bytes": 1048576, "max_connections": 1024,
+// "ping_interval_s": 20}. Environment callbacks are called from the server's threads: a
+// callback-defined environment needs NENYAX_THREAD_SAFE.
+struct nenyax_error_t *nenyax_serve_start(const struct nenyax_env_t *env,
+                                          const char *options_json,
+                                          size_t options_len,
+                                          struct nenyax_server_t **out);
+
+// The server's base URL, e.g. `http://127.0.0.1:8000` (OpenEnv clients append /ws).
+struct nenyax_error_t *nenyax_server_url(const struct nenyax_server_t *server,
+                                         struct nenyax_string_t *out);
+
+// Stop the server (every connection and session is closed) and free it; NULL is a no-op.
+void nenyax_server_stop(struct nenyax_server_t *server);
 
 // Start a recording answered by `policy` (a chat policy: a callback model or an endpoint,
 // which is proxied with streams and token ids intact); free it with nenyax_recording_free.

@@ -62,6 +62,11 @@ fi
 export LD_LIBRARY_PATH="$nvrtc_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export NENYAX_REQUIRE_NVRTC=1
 
+# OpenEnv 0.10.0 in its own venv, plus the `openenv init` scaffold (tests/openenv.rs).
+scripts/setup_openenv.sh
+export NENYAX_OPENENV_PYTHON="$root/.venv-openenv/bin/python"
+export NENYAX_OPENENV_SCAFFOLD="$root/target/openenv/echo_peer"
+
 export NENYAX_TEST_PYTHON="$python"
 # The bridge drivers' interpreter (tests/bridge.rs).
 export NENYAX_PYTHON="$python"

@@ -92,6 +92,26 @@ enum Command {
         #[arg(long, default_value = "python3")]
         python: String,
     },
+    /// Serve a step-mode environment as an OpenEnv server (/ws, /reset, /step, /state, /schema)
+    Serve {
+        /// Environment URI, e.g. reasoning_gym:basic_arithmetic?size=50
+        uri: String,
+        /// Address to bind (only this machine by default; 0.0.0.0 exposes it to the network)
+        #[arg(long, default_value = "127.0.0.1")]
+        host: String,
+        /// Port to bind (0 picks a free one)
+        #[arg(long, default_value_t = 8000)]
+        port: u16,
+        /// Most concurrent episode sessions (WebSocket and HTTP); more are refused
+        #[arg(long, default_value_t = 64)]
+        max_sessions: usize,
+        /// Seconds without a message before a session is closed
+        #[arg(long, default_value_t = 300.0)]
+        idle_timeout: f64,
+        /// Largest accepted request body or WebSocket message, in bytes
+        #[arg(long, default_value_t = 1 << 20)]
+        max_message_bytes: usize,
+    },
     /// Play episodes and show them as readable replays
     Try {
         /// Environment URI
@@ -412,6 +432,40 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             })
         }
         Command::Setup { framework, python } => setup(&framework, &python),
+        Command::Serve {
+            uri,
+            host,
+            port,
+            max_sessions,
+            idle_timeout,
+            max_message_bytes,
+        } => {
+            if !(idle_timeout.is_finite() && idle_timeout > 0.0) {
+                return Err(Error::Config(format!(
+                    "--idle-timeout must be a positive number of seconds, got {idle_timeout}"
+                )));
+            }
+            let env = load(&registry, &uri)?;
+            let opts = nenyax::ServeOptions {
+                host,
+                port,
+                max_sessions: max_sessions.max(1),
+                idle_timeout: Duration::from_secs_f64(idle_timeout),
+                max_message_bytes: max_message_bytes.max(1),
+                ..nenyax::ServeOptions::default()
+            };
+            let server = nenyax::Server::start(env, opts)?;
+            // The first line says where it listens (scripts and tests read it).
+            println!(
+                "nenyax serve: {uri} at {} (OpenEnv: /ws, /reset, /step, /state, /schema)",
+                server.url()
+            );
+            std::io::stdout()
+                .flush()
+                .map_err(|e| Error::io("cannot write to stdout", e))?;
+            server.wait();
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Try {
             uri,
             policy,

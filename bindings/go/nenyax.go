@@ -68,13 +68,14 @@ const (
 	StatusPanic             Status = C.NENYAX_STATUS_PANIC
 	StatusCudaUnavailable   Status = C.NENYAX_STATUS_CUDA_UNAVAILABLE
 	StatusCuda              Status = C.NENYAX_STATUS_CUDA
+	StatusCapacity          Status = C.NENYAX_STATUS_CAPACITY
 )
 
 var statusNames = [...]string{
 	"OK", "InvalidArgument", "InvalidURI", "UnknownScheme", "DriverUnavailable",
 	"UnknownTarget", "UnknownParameter", "InvalidParameter", "Unsupported", "PolicyMismatch",
 	"Policy", "InvalidAction", "Environment", "NonFiniteScore", "Judge", "Define", "Endpoint",
-	"Protocol", "Config", "IO", "Callback", "Panic", "CudaUnavailable", "Cuda",
+	"Protocol", "Config", "IO", "Callback", "Panic", "CudaUnavailable", "Cuda", "Capacity",
 }
 
 func (s Status) String() string {

@@ -129,6 +129,14 @@ pub enum Error {
     /// Data that does not fit the contract.
     #[error("{0}")]
     Protocol(String),
+    /// A server refused a new session because it is at its session limit.
+    #[error("{server} is at capacity: {message} (wait for sessions to end, use fewer parallel rollouts, or limit them with the URI parameter `sessions=`)")]
+    Capacity {
+        /// The server.
+        server: String,
+        /// The server's own message.
+        message: String,
+    },
     /// A configuration value that does not fit.
     #[error("{0}")]
     Config(String),
@@ -169,6 +177,7 @@ impl Error {
             Error::Define { .. } => "DefineError",
             Error::Endpoint { .. } => "EndpointError",
             Error::Protocol(_) => "ProtocolError",
+            Error::Capacity { .. } => "CapacityReached",
             Error::Config(_) => "ConfigError",
             Error::CudaUnavailable(_) => "CudaUnavailable",
             Error::Cuda(_) => "CudaError",

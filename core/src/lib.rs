@@ -35,6 +35,7 @@ pub mod responses;
 pub mod rng;
 pub mod router;
 pub mod runner;
+pub mod serve;
 pub mod uri;
 
 pub use conformance::{check, check_uri, CheckOptions, Report, Tier};
@@ -46,3 +47,4 @@ pub use policy::{ChatModel, ChatPolicy, Endpoint, FunctionModel, Policy};
 pub use recorder::{Backend, ModelServer, Recording, Upstream};
 pub use router::{load, Driver, Readiness, Registry};
 pub use runner::{plan, Job, Runner};
+pub use serve::{ServeOptions, Server};

@@ -57,6 +57,9 @@ pub enum nenyax_status_t {
     NENYAX_STATUS_CUDA_UNAVAILABLE = 22,
     /// A CUDA call failed on a GPU that is there.
     NENYAX_STATUS_CUDA = 23,
+    /// A server refused a session because it is at its session limit (the message is the
+    /// server's own); retry later or open fewer sessions.
+    NENYAX_STATUS_CAPACITY = 24,
 }
 
 use nenyax_status_t::*;
@@ -100,6 +103,7 @@ fn status_of(e: &Error) -> nenyax_status_t {
         Error::Define { .. } => NENYAX_STATUS_DEFINE,
         Error::Endpoint { .. } => NENYAX_STATUS_ENDPOINT,
         Error::Protocol(_) => NENYAX_STATUS_PROTOCOL,
+        Error::Capacity { .. } => NENYAX_STATUS_CAPACITY,
         Error::Config(_) => NENYAX_STATUS_CONFIG,
         Error::Io { .. } => NENYAX_STATUS_IO,
         Error::CudaUnavailable(_) => NENYAX_STATUS_CUDA_UNAVAILABLE,

@@ -264,6 +264,7 @@ c_programs!(
     test_pg_golden,
     test_reasoning_gym,
     test_recording,
+    test_serve,
     test_sessions,
     test_sink_stop_routed,
     test_task_by_id,

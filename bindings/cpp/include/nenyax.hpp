@@ -102,6 +102,7 @@ inline const char* status_name(nenyax_status_t status) noexcept {
     case NENYAX_STATUS_PANIC: return "NENYAX_STATUS_PANIC";
     case NENYAX_STATUS_CUDA_UNAVAILABLE: return "NENYAX_STATUS_CUDA_UNAVAILABLE";
     case NENYAX_STATUS_CUDA: return "NENYAX_STATUS_CUDA";
+    case NENYAX_STATUS_CAPACITY: return "NENYAX_STATUS_CAPACITY";
   }
   return "NENYAX_STATUS_<unknown>";
 }

@@ -51,12 +51,13 @@ const STATUS_CALLBACK = Int32(20)
 const STATUS_PANIC = Int32(21)
 const STATUS_CUDA_UNAVAILABLE = Int32(22)
 const STATUS_CUDA = Int32(23)
+const STATUS_CAPACITY = Int32(24)
 
 const STATUS_NAMES = ("OK", "InvalidArgument", "InvalidURI", "UnknownScheme",
     "DriverUnavailable", "UnknownTarget", "UnknownParameter", "InvalidParameter",
     "Unsupported", "PolicyMismatch", "Policy", "InvalidAction", "Environment",
     "NonFiniteScore", "Judge", "Define", "Endpoint", "Protocol", "Config", "IO", "Callback",
-    "Panic")
+    "Panic", "CudaUnavailable", "Cuda", "Capacity")
 
 status_name(s::Integer) = 0 <= s < length(STATUS_NAMES) ? STATUS_NAMES[s+1] : "Status($s)"
 

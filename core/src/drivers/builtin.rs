@@ -4,6 +4,9 @@
 //!
 //! - `builtin:arithmetic`: seeded procedural one-turn arithmetic, answers in `<answer></answer>`.
 //! - `builtin:guess`: guess a seeded number with higher/lower feedback, reward on the hit.
+//! - `builtin:echo`: the logic of OpenEnv's `openenv init` scaffold (echo the message, reward
+//!   `min(0.1 * length, 1)`), so `nenyax serve` can be benchmarked against the Python servers
+//!   on the same environment; it never terminates, so episodes end at `max_steps`.
 
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -19,7 +22,7 @@ use crate::rng::{splitmix64, Rng};
 use crate::router::Driver;
 use crate::uri::{ParamKind, ParamSpec, Params, Uri};
 
-const TARGETS: &[&str] = &["arithmetic", "guess"];
+const TARGETS: &[&str] = &["arithmetic", "guess", "echo"];
 
 /// The `builtin:` scheme.
 pub struct BuiltinDriver;
@@ -57,7 +60,7 @@ impl Driver for BuiltinDriver {
     }
 
     fn summary(&self) -> &'static str {
-        "environments compiled into Nenyax: builtin:arithmetic?size=100&digits=2, builtin:guess?high=100"
+        "environments compiled into Nenyax: builtin:arithmetic?size=100&digits=2, builtin:guess?high=100, builtin:echo"
     }
 
     fn params(&self, target: &str) -> Vec<ParamSpec> {
@@ -94,6 +97,17 @@ impl Driver for BuiltinDriver {
                     help: "guesses before the episode ends",
                 });
             }
+            "echo" => {
+                return vec![ParamSpec {
+                    name: "max_steps",
+                    kind: ParamKind::Int {
+                        min: 1,
+                        max: 1_000_000,
+                    },
+                    default: "10",
+                    help: "steps per episode (the echo never ends by itself)",
+                }]
+            }
             _ => {}
         }
         p
@@ -112,6 +126,12 @@ impl Driver for BuiltinDriver {
             });
         }
         let params = Params::check("builtin", uri, &self.params(&uri.target))?;
+        if uri.target == "echo" {
+            return Ok(Arc::new(Echo::new(
+                &uri.raw,
+                params.int("max_steps", 10) as usize,
+            )));
+        }
         let size = params.int("size", 100) as u64;
         let seed = params.int("seed", 0) as u64;
         Ok(match uri.target.as_str() {
@@ -553,6 +573,89 @@ impl Episode for GuessEpisode {
 
     fn task(&self) -> Option<TaskRef> {
         Some(self.task.clone())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// echo
+
+struct Echo {
+    manifest: Manifest,
+    max_steps: usize,
+}
+
+impl Echo {
+    fn new(id: &str, max_steps: usize) -> Self {
+        let mut m = Manifest::new(id, "echo", "builtin", Mode::Step);
+        m.version = Some(env!("CARGO_PKG_VERSION").to_string());
+        m.license = Some("Apache-2.0".into());
+        m.description = Some(
+            "Echoes the message back; reward min(0.1 * length, 1) per step (the logic of the \
+             openenv init scaffold)."
+                .into(),
+        );
+        m.capabilities.text = true;
+        m.capabilities.reward_timing = RewardTiming::PerStep;
+        m.action_schema = Some(obj(json!({"type": "string", "description": "the message"})));
+        m.observation_schema = Some(obj(json!({
+            "type": "object",
+            "properties": {"echoed_message": {"type": "string"}, "message_length": {"type": "integer"}}
+        })));
+        Echo {
+            manifest: m,
+            max_steps,
+        }
+    }
+}
+
+struct EchoEpisode {
+    env_id: String,
+    obs: Observation,
+}
+
+fn echo_observation(message: &str) -> Observation {
+    let mut obs = Observation::text(message);
+    obs.data = json!({"echoed_message": message, "message_length": message.chars().count()});
+    obs
+}
+
+impl Environment for Echo {
+    fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    fn open(&self, _task: Option<&TaskRef>, _seed: Option<i64>) -> Result<Box<dyn Episode>> {
+        Ok(Box::new(EchoEpisode {
+            env_id: self.manifest.id.clone(),
+            obs: echo_observation("Echo environment ready!"),
+        }))
+    }
+
+    fn default_max_steps(&self) -> usize {
+        self.max_steps
+    }
+}
+
+impl Episode for EchoEpisode {
+    fn observation(&self) -> &Observation {
+        &self.obs
+    }
+
+    fn act(&mut self, action: &Value) -> Result<Step> {
+        let message = action.as_str().ok_or_else(|| Error::InvalidAction {
+            env: self.env_id.clone(),
+            action: crate::contract::preview(action),
+            reason: "expected the message (a JSON string)".into(),
+        })?;
+        self.obs = echo_observation(message);
+        Ok(Step {
+            action: action.clone(),
+            observation: self.obs.clone(),
+            reward: (message.chars().count() as f64 * 0.1).min(1.0),
+            terminated: false,
+            truncated: false,
+            info: JsonMap::new(),
+        })
     }
 }
 

@@ -2,3 +2,4 @@
 
 pub mod builtin;
 pub mod nemo_gym;
+pub mod openenv;

@@ -59,7 +59,9 @@ static void null_conventions(void)
           NENYAX_STATUS_JUDGE == 14 && NENYAX_STATUS_DEFINE == 15 &&
           NENYAX_STATUS_ENDPOINT == 16 && NENYAX_STATUS_PROTOCOL == 17 &&
           NENYAX_STATUS_CONFIG == 18 && NENYAX_STATUS_IO == 19 &&
-          NENYAX_STATUS_CALLBACK == 20 && NENYAX_STATUS_PANIC == 21);
+          NENYAX_STATUS_CALLBACK == 20 && NENYAX_STATUS_PANIC == 21 &&
+          NENYAX_STATUS_CUDA_UNAVAILABLE == 22 && NENYAX_STATUS_CUDA == 23 &&
+          NENYAX_STATUS_CAPACITY == 24);
 }
 
 static void manifest_and_tasks(const nenyax_env_t *env)

@@ -184,6 +184,15 @@ int main(void)
         CHECK_STATUS_MSG(nenyax_pg_loss(c->logp, c->old_logp, NULL, NULL, c->mask, c->adv, 5, c->rows,
                                         c->width, S("{\"learner\": \"dapo\"}"), grad, NULL, &stats),
                          NENYAX_STATUS_CONFIG, "advantages");
+        {
+            uint8_t none[64] = {0};
+            CHECK_STATUS_MSG(nenyax_pg_loss(c->logp, c->old_logp, NULL, NULL, none, c->adv, 0,
+                                            c->rows, c->width, S("{\"learner\": \"grpo_trl\", \"kl\": null}"),
+                                            grad, NULL, &stats),
+                             NENYAX_STATUS_CONFIG, "`mask`: has no valid tokens");
+        }
+        CHECK_STATUS_MSG(nenyax_advantages(r, g, 0, S("{\"estimator\": \"grpo_verl\"}"), out),
+                         NENYAX_STATUS_CONFIG, "`rewards`: is empty");
         CHECK_STATUS_MSG(nenyax_dpo_loss(r, g, c->logp, c->logp, c->mask, 2, c->width, 0.1, NULL,
                                          grad, NULL),
                          NENYAX_STATUS_CONFIG, "rewards[1] is not finite");
