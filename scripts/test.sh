@@ -42,6 +42,12 @@ scripts/setup_verifiers.sh
 export NENYAX_VERIFIERS_031_PYTHON="$root/.venv-verifiers-0.3.1/bin/python"
 export NENYAX_VERIFIERS_040_PYTHON="$root/.venv-verifiers-0.4.0/bin/python"
 
+# NeMo Gym 0.7.0's resources servers in their own venv (tests/nemo_gym.rs starts real servers
+# from it); with NENYAX_REQUIRE_NEMO_GYM set, a missing interpreter fails rather than skips.
+scripts/setup_nemo_gym.sh
+export NENYAX_NEMO_GYM_PYTHON="$root/.venv-nemo-gym/bin/python"
+export NENYAX_REQUIRE_NEMO_GYM=1
+
 # NVRTC from PyPI (no GPU needed), so tests/kernels.rs compiles the CUDA kernels here too.
 # The library finds it by name, so its folder goes on LD_LIBRARY_PATH before cargo starts.
 nvrtc_venv="$root/.venv-nvrtc"

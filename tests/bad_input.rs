@@ -32,7 +32,7 @@ fn unknown_scheme_lists_known_ones_and_suggests() {
 
 #[test]
 fn planned_schemes_say_they_are_not_built_yet() {
-    let e = err_of("nemo_gym:http://localhost:8001?data=tasks.jsonl");
+    let e = err_of("harbor:./terminal-bench/fix-git");
     assert!(matches!(e, Error::DriverUnavailable { .. }), "{e:?}");
     assert!(e.to_string().contains("not built yet"), "{e}");
 }

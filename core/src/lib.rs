@@ -31,6 +31,7 @@ pub mod policy;
 pub mod providers;
 pub mod recorder;
 pub mod replay;
+pub mod responses;
 pub mod rng;
 pub mod router;
 pub mod runner;

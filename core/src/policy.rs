@@ -103,9 +103,10 @@ impl Policy {
     }
 }
 
-type ReplyFn = dyn Fn(&[Message]) -> Result<String> + Send + Sync;
+type ReplyFn = dyn Fn(&[Message]) -> Result<Message> + Send + Sync;
 
-/// A chat model backed by a Rust closure: messages in, reply text out.
+/// A chat model backed by a Rust closure: messages in, reply text out (or, with
+/// [`FunctionModel::with_messages`], a whole assistant message, tool calls included).
 pub struct FunctionModel {
     name: String,
     f: Box<ReplyFn>,
@@ -119,7 +120,32 @@ impl FunctionModel {
     ) -> Self {
         FunctionModel {
             name: name.into(),
-            f: Box::new(f),
+            f: Box::new(move |m| f(m).map(Message::assistant)),
+        }
+    }
+
+    /// Wrap `f`, which returns the whole assistant message: text, `tool_calls`, extras. Tool
+    /// calls reach tool-calling environments through both the chat-completions and the
+    /// Responses routes of the recording server. A reply whose role is not `assistant` is an
+    /// error naming the model.
+    pub fn with_messages(
+        name: impl Into<String>,
+        f: impl Fn(&[Message]) -> Result<Message> + Send + Sync + 'static,
+    ) -> Self {
+        let name = name.into();
+        let who = name.clone();
+        FunctionModel {
+            name,
+            f: Box::new(move |m| {
+                let reply = f(m)?;
+                if reply.role != Role::Assistant {
+                    return Err(Error::Policy(format!(
+                        "model `{who}` replied with role {:?}; a reply must be an assistant message",
+                        reply.role
+                    )));
+                }
+                Ok(reply)
+            }),
         }
     }
 }
@@ -130,7 +156,7 @@ impl ChatModel for FunctionModel {
     }
 
     fn complete(&self, messages: &[Message]) -> Result<Message> {
-        (self.f)(messages).map(Message::assistant)
+        (self.f)(messages)
     }
 }
 

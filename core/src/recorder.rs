@@ -607,34 +607,15 @@ fn request_messages(
             .ok_or("`prompt` must be a string")?;
             Ok(vec![Message::user(p)])
         }
-        Route::Responses => {
-            let mut out = Vec::new();
-            if let Some(s) = body.get("instructions").and_then(Value::as_str) {
-                out.push(Message::system(s));
+        Route::Responses => match body.get("input") {
+            Some(input @ (Value::String(_) | Value::Array(_))) => {
+                Ok(crate::responses::items_to_messages(
+                    body.get("instructions").and_then(Value::as_str),
+                    input,
+                ))
             }
-            match body.get("input") {
-                Some(Value::String(s)) => out.push(Message::user(s.clone())),
-                Some(Value::Array(items)) => {
-                    for item in items {
-                        let role = item.get("role").and_then(Value::as_str);
-                        let content = item.get("content").and_then(text);
-                        match (role, content) {
-                            (Some("system" | "developer"), Some(c)) => out.push(Message::system(c)),
-                            (Some("assistant"), Some(c)) => out.push(Message::assistant(c)),
-                            (Some(_), Some(c)) => out.push(Message::user(c)),
-                            // Tool outputs and other items: kept as text for a local model.
-                            _ => {
-                                if let Some(o) = item.get("output").and_then(text) {
-                                    out.push(Message::user(o));
-                                }
-                            }
-                        }
-                    }
-                }
-                _ => return Err("`input` must be a string or a list of items".into()),
-            }
-            Ok(out)
-        }
+            _ => Err("`input` must be a string or a list of items".into()),
+        },
         Route::Models => Ok(Vec::new()),
     }
 }
@@ -657,8 +638,7 @@ fn local_response(route: Route, model: &str, reply: &Message) -> Map<String, Val
         Route::Responses => json!({
             "id": new_id("resp"), "object": "response", "created_at": created, "model": model,
             "status": "completed",
-            "output": [{"type": "message", "id": new_id("msg"), "status": "completed", "role": "assistant",
-                        "content": [{"type": "output_text", "text": text, "annotations": []}]}],
+            "output": crate::responses::message_to_items(reply),
             "usage": {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0},
         }),
         Route::Models => json!({}),
@@ -787,7 +767,11 @@ fn stream_events(route: Route, response: &Map<String, Value>, reply: &Message) -
             let mut pending = Value::Object(response.clone());
             pending["status"] = json!("in_progress");
             pending["output"] = json!([]);
-            let item = &response["output"][0];
+            // The message item (a local reply with tool calls may also carry other items).
+            let item = response["output"]
+                .as_array()
+                .and_then(|o| o.iter().find(|i| i["type"] == "message"))
+                .unwrap_or(&response["output"][0]);
             let item_id = item["id"].clone();
             let mut empty_item = item.clone();
             empty_item["status"] = json!("in_progress");

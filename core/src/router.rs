@@ -49,7 +49,6 @@ pub trait Driver: Send + Sync {
 /// learns the scheme is right but not built yet, rather than that it is a typo.
 const PLANNED: &[(&str, &str)] = &[
     ("verifiers", "Verifiers environments (rollout mode)"),
-    ("nemo_gym", "NeMo Gym resources servers (step mode)"),
     ("harbor", "Harbor / Terminal-Bench tasks (task mode)"),
 ];
 
@@ -94,6 +93,7 @@ impl Registry {
         r.register(Box::new(crate::bridge::drivers::gymnasium()));
         r.register(Box::new(crate::bridge::drivers::verifiers()));
         r.register(Box::new(crate::drivers::openenv::OpenEnvDriver));
+        r.register(Box::new(crate::drivers::nemo_gym::NemoGymDriver));
         r
     }
 

@@ -168,6 +168,11 @@ enum Link {
 
 /// Compile `tests/c/<name>.c`, run it, and assert that it exits 0.
 fn run_c_program(name: &str, link: Link) {
+    run_c_program_with(name, link, &[]);
+}
+
+/// [`run_c_program`] with extra environment variables for the program.
+fn run_c_program_with(name: &str, link: Link, env: &[(&str, String)]) {
     let lib = library_dir();
     let scratch = scratch();
     let suffix = if link == Link::Static { "-static" } else { "" };
@@ -209,6 +214,7 @@ fn run_c_program(name: &str, link: Link) {
     let mut child = Command::new(&exe)
         .current_dir(&work)
         .env("LD_LIBRARY_PATH", library_path(lib))
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .stdin(Stdio::null())
         .stdout(File::create(&out_path).expect("create stdout.txt"))
         .stderr(File::create(&err_path).expect("create stderr.txt"))
@@ -272,6 +278,31 @@ fn test_acceptance_linked_statically() {
     run_c_program("test_acceptance", Link::Static);
 }
 
+#[path = "../../tests/support/nemo_gym_server.rs"]
+mod nemo_gym_server;
+
+/// Programs that need a peer started first, each with its own `#[test]` below.
+const WITH_PEERS: &[&str] = &["test_nemo_gym_tool"];
+
+/// A NeMo Gym tool task from C, against a real counter resources server started here.
+#[test]
+fn test_nemo_gym_tool() {
+    let Some(py) = nemo_gym_server::python() else {
+        return;
+    };
+    let server = nemo_gym_server::ResourcesServer::start(&py, "example_session_state_mgmt");
+    let uri = format!(
+        "nemo_gym:{}?data={}",
+        server.url,
+        nemo_gym_server::example_data(&py, "example_session_state_mgmt")
+    );
+    run_c_program_with(
+        "test_nemo_gym_tool",
+        Link::Shared,
+        &[("NENYAX_TEST_NEMO_GYM_URI", uri)],
+    );
+}
+
 /// A new program in tests/c/ must be listed above, or it would silently never run.
 #[test]
 fn every_c_program_has_a_test() {
@@ -283,7 +314,11 @@ fn every_c_program_has_a_test() {
         .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
         .collect();
     found.sort();
-    let mut listed: Vec<String> = PROGRAMS.iter().map(|s| s.to_string()).collect();
+    let mut listed: Vec<String> = PROGRAMS
+        .iter()
+        .chain(WITH_PEERS)
+        .map(|s| s.to_string())
+        .collect();
     listed.sort();
     assert_eq!(found, listed, "tests/c/*.c and the c_programs! list differ");
 }

@@ -1,4 +1,5 @@
 //! One module per native format.
 
 pub mod builtin;
+pub mod nemo_gym;
 pub mod openenv;

@@ -1,0 +1,853 @@
+//! `nemo_gym:<server base URL>?data=<tasks.jsonl>`: NeMo Gym resources servers, over HTTP.
+//!
+//! A resources server owns tasks' tools and verification; the task rows come from a JSONL file
+//! (each row: `responses_create_params` plus the server's own fields). One episode is one
+//! cookie jar: `POST /seed_session` with the row, each tool call `POST /<tool>` with the same
+//! cookies, `POST /verify` with the row and the accumulated Responses output items, then
+//! `POST /close_session` where the server has it.
+//!
+//! - Single-turn rows (no tools): the observation is the row's input as chat messages, the
+//!   action the assistant text, the judgment `/verify`'s reward.
+//! - Tool rows: a chat model runs NeMo Gym's simple-agent tool loop here ([`tool_loop`]),
+//!   every model call through the recording server; an action policy steps it from outside
+//!   (an action is a tool call, an assistant message with `tool_calls`, a list of Responses
+//!   output items, or the final text).
+
+mod http;
+mod rows;
+mod tool_loop;
+
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::contract::{
+    JudgeSource, Judgment, Manifest, Message, Mode, Observation, RewardTiming, Role, Step, TaskRef,
+    ToolCall,
+};
+use crate::env::{drive_steps, task_index, Environment, Episode, RolloutOptions};
+use crate::error::{Error, Result};
+use crate::policy::{FunctionModel, Policy};
+use crate::router::Driver;
+use crate::uri::{ParamKind, ParamSpec, Params, Uri};
+
+use http::{Jar, Server};
+use rows::Row;
+
+/// Routes every resources server has; any other POST route is a tool.
+const RESERVED: &[&str] = &[
+    "/seed_session",
+    "/verify",
+    "/close_session",
+    "/aggregate_metrics",
+    "/reverify_mode",
+    "/run",
+    "/mcp",
+];
+
+/// The `nemo_gym:` scheme.
+pub struct NemoGymDriver;
+
+/// How the tool loop calls the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Api {
+    /// `POST /v1/responses` with the row's Responses create parameters (as NeMo Gym does).
+    Responses,
+    /// `POST /v1/chat/completions`, the parameters and items translated.
+    Chat,
+}
+
+impl Driver for NemoGymDriver {
+    fn scheme(&self) -> &'static str {
+        "nemo_gym"
+    }
+
+    fn format(&self) -> &'static str {
+        "nemo_gym"
+    }
+
+    fn summary(&self) -> &'static str {
+        "NeMo Gym resources servers over HTTP, single-turn and tool-calling: nemo_gym:http://127.0.0.1:8001?data=tasks.jsonl"
+    }
+
+    fn params(&self, _target: &str) -> Vec<ParamSpec> {
+        vec![
+            ParamSpec {
+                name: "data",
+                kind: ParamKind::Str,
+                default: "required",
+                help: "the task JSONL file (the server's data/example.jsonl, say)",
+            },
+            ParamSpec {
+                name: "api",
+                kind: ParamKind::Str,
+                default: "responses",
+                help: "how the tool loop calls the model: responses (/v1/responses) or chat (/v1/chat/completions)",
+            },
+            ParamSpec {
+                name: "max_turns",
+                kind: ParamKind::Int { min: 1, max: 1000 },
+                default: "16",
+                help: "most model calls in one tool-calling episode",
+            },
+            ParamSpec {
+                name: "timeout_s",
+                kind: ParamKind::Float,
+                default: "120",
+                help: "longest wait for one reply of the resources server",
+            },
+            ParamSpec {
+                name: "rollouts",
+                kind: ParamKind::Str,
+                default: "<data stem>_rollouts.jsonl next to data, when present",
+                help: "example rollouts replayed by the reference policy of tool tasks",
+            },
+        ]
+    }
+
+    fn load(&self, uri: &Uri) -> Result<Arc<dyn Environment>> {
+        let params = Params::check("nemo_gym", uri, &self.params(&uri.target))?;
+        let invalid = |param: &str, value: &str, expected: &str| Error::InvalidParameter {
+            driver: "nemo_gym".into(),
+            param: param.into(),
+            value: value.into(),
+            expected: expected.into(),
+        };
+        let base = uri.target.trim_end_matches('/').to_string();
+        if !(base.starts_with("http://") || base.starts_with("https://")) || base.len() < 10 {
+            return Err(invalid(
+                "target",
+                &uri.target,
+                "the resources server's base URL, e.g. nemo_gym:http://127.0.0.1:8001?data=tasks.jsonl",
+            ));
+        }
+        let data = params.string("data", "");
+        if data.is_empty() {
+            return Err(invalid(
+                "data",
+                "",
+                "the path of the task JSONL file, e.g. ?data=resources_servers/mcqa/data/example.jsonl",
+            ));
+        }
+        let api = match params.string("api", "responses").as_str() {
+            "responses" => Api::Responses,
+            "chat" => Api::Chat,
+            other => return Err(invalid("api", other, "responses or chat")),
+        };
+        let timeout = params
+            .get("timeout_s")
+            .and_then(Value::as_f64)
+            .unwrap_or(120.0);
+        if !(timeout > 0.0 && timeout.is_finite()) {
+            return Err(invalid(
+                "timeout_s",
+                &timeout.to_string(),
+                "a number of seconds > 0",
+            ));
+        }
+        let data_path = PathBuf::from(&data);
+        let rows = rows::load(&data_path)?;
+        let server = Server::new(&base, Duration::from_secs_f64(timeout));
+        let routes = served_routes(&server)?;
+        check_tools(&rows, &routes, &data, &server.base)?;
+        let rollouts_path = match params.get("rollouts").and_then(Value::as_str) {
+            Some(p) => Some(PathBuf::from(p)),
+            None => default_rollouts(&data_path).filter(|p| p.is_file()),
+        };
+        let replay = match &rollouts_path {
+            Some(p) => tool_loop::load_replays(p)?,
+            None => HashMap::new(),
+        };
+        let shared = Arc::new(Shared {
+            id: uri.raw.clone(),
+            server,
+            close_session: routes.contains("/close_session"),
+            tools: routes
+                .iter()
+                .filter(|r| !RESERVED.contains(&r.as_str()))
+                .map(|r| r.trim_start_matches('/').to_string())
+                .collect(),
+            rows,
+            api,
+            max_turns: params.int("max_turns", 16) as usize,
+            replay,
+            next_episode: AtomicU64::new(1),
+        });
+        Ok(Arc::new(NemoGymEnv {
+            manifest: manifest(&shared, &data_path, rollouts_path.as_deref()),
+            shared,
+        }))
+    }
+}
+
+/// `example.jsonl` -> `example_rollouts.jsonl` in the same folder.
+fn default_rollouts(data: &Path) -> Option<PathBuf> {
+    let stem = data.file_stem()?.to_str()?;
+    Some(data.with_file_name(format!("{stem}_rollouts.jsonl")))
+}
+
+/// The POST routes the server's OpenAPI document lists; also proves it is a resources server.
+fn served_routes(server: &Server) -> Result<BTreeSet<String>> {
+    let url = server.url("/openapi.json");
+    let reply = server.get("/openapi.json")?.ok(&url)?;
+    let doc = reply.json(&url)?;
+    let routes: BTreeSet<String> = doc
+        .get("paths")
+        .and_then(Value::as_object)
+        .map(|p| {
+            p.iter()
+                .filter(|(_, ops)| ops.get("post").is_some())
+                .map(|(path, _)| path.clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    if !routes.contains("/verify") || !routes.contains("/seed_session") {
+        return Err(Error::Environment(format!(
+            "{} is not a NeMo Gym resources server: its /openapi.json lists no POST /seed_session \
+             and /verify (it lists {:?})",
+            server.base, routes
+        )));
+    }
+    Ok(routes)
+}
+
+/// Every tool a row names must be a route the server serves.
+fn check_tools(rows: &[Row], routes: &BTreeSet<String>, file: &str, base: &str) -> Result<()> {
+    for r in rows {
+        for (i, t) in r.tools.iter().enumerate() {
+            if !routes.contains(&format!("/{t}")) {
+                let served: Vec<&str> = routes
+                    .iter()
+                    .filter(|r| !RESERVED.contains(&r.as_str()))
+                    .map(|r| r.trim_start_matches('/'))
+                    .collect();
+                return Err(Error::Define {
+                    file: file.to_string(),
+                    line: r.line,
+                    field: format!("responses_create_params.tools[{i}].name"),
+                    message: format!(
+                        "the server at {base} serves no tool `{t}` (it serves: {}); is this the \
+                         data file of another server?",
+                        if served.is_empty() {
+                            "none".to_string()
+                        } else {
+                            served.join(", ")
+                        }
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+fn manifest(shared: &Shared, data: &Path, rollouts: Option<&Path>) -> Manifest {
+    // `.../resources_servers/<name>/data/example.jsonl` is the `<name>` server's data.
+    let name = data
+        .parent()
+        .filter(|p| p.file_name().is_some_and(|n| n == "data"))
+        .and_then(Path::parent)
+        .and_then(Path::file_name)
+        .or_else(|| data.file_stem())
+        .and_then(|n| n.to_str())
+        .unwrap_or("nemo_gym")
+        .to_string();
+    let mut m = Manifest::new(&shared.id, name, "nemo_gym", Mode::Step);
+    let with_tools = shared.rows.iter().filter(|r| !r.tools.is_empty()).count();
+    m.description = Some(format!(
+        "NeMo Gym resources server at {}: {} tasks from {} ({with_tools} with tools), judged by its /verify",
+        shared.server.base,
+        shared.rows.len(),
+        data.display()
+    ));
+    m.capabilities.text = true;
+    m.capabilities.resettable = true;
+    m.capabilities.reward_timing = RewardTiming::Terminal;
+    m.num_tasks = Some(shared.rows.len() as u64);
+    m.action_schema = Some(obj(json!({
+        "description": "the assistant's reply text; on tool tasks also a tool call {name, arguments}, an assistant message with tool_calls, or a list of Responses output items",
+        "anyOf": [{"type": "string"}, {"type": "object"}, {"type": "array"}]
+    })));
+    m.extra.insert("server".into(), json!(shared.server.base));
+    m.extra
+        .insert("data".into(), json!(data.display().to_string()));
+    m.extra.insert("tools".into(), json!(shared.tools));
+    m.extra.insert("tool_tasks".into(), json!(with_tools));
+    m.extra
+        .insert("close_session".into(), json!(shared.close_session));
+    m.extra.insert(
+        "api".into(),
+        json!(match shared.api {
+            Api::Responses => "responses",
+            Api::Chat => "chat",
+        }),
+    );
+    if let Some(r) = rollouts {
+        m.extra
+            .insert("rollouts".into(), json!(r.display().to_string()));
+    }
+    m
+}
+
+fn obj(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+/// What every episode of one loaded environment shares.
+pub(crate) struct Shared {
+    id: String,
+    server: Server,
+    close_session: bool,
+    tools: Vec<String>,
+    rows: Vec<Row>,
+    api: Api,
+    max_turns: usize,
+    /// Example rollouts' model turns, by the task's prompt.
+    replay: HashMap<String, Vec<Message>>,
+    next_episode: AtomicU64,
+}
+
+/// A loaded `nemo_gym:` environment.
+struct NemoGymEnv {
+    manifest: Manifest,
+    shared: Arc<Shared>,
+}
+
+impl NemoGymEnv {
+    fn task(&self, index: usize) -> TaskRef {
+        let row = &self.shared.rows[index];
+        let mut t = TaskRef::new(index.to_string());
+        t.prompt = Some(row.prompt());
+        t.metadata.insert("line".into(), json!(row.line));
+        if let Some(a) = reference_answer(row) {
+            t.metadata.insert("answer".into(), json!(a.1));
+        }
+        if !row.tools.is_empty() {
+            t.metadata.insert("tools".into(), json!(row.tools));
+        }
+        t
+    }
+}
+
+impl Environment for NemoGymEnv {
+    fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    fn tasks(&self, limit: Option<usize>) -> Result<Vec<TaskRef>> {
+        let n = limit.map_or(self.shared.rows.len(), |l| l.min(self.shared.rows.len()));
+        Ok((0..n).map(|i| self.task(i)).collect())
+    }
+
+    fn open(&self, task: Option<&TaskRef>, seed: Option<i64>) -> Result<Box<dyn Episode>> {
+        let index = task_index(&self.shared.id, self.shared.rows.len() as u64, task, seed)?;
+        Ok(Box::new(NemoEpisode::open(
+            self.shared.clone(),
+            index as usize,
+            self.task(index as usize),
+        )?))
+    }
+
+    fn drive(
+        &self,
+        policy: &Policy,
+        opts: &RolloutOptions,
+        traj: &mut crate::Trajectory,
+    ) -> Result<()> {
+        let n = self.shared.rows.len() as u64;
+        let index = task_index(&self.shared.id, n, opts.task.as_ref(), opts.seed)? as usize;
+        match policy {
+            Policy::Chat(model) if !self.shared.rows[index].tools.is_empty() => {
+                tool_loop::run(self, model.clone(), index, opts, traj)
+            }
+            _ => drive_steps(self, policy, opts, traj),
+        }
+    }
+
+    fn reference_policy(&self, _task: Option<&TaskRef>) -> Option<Policy> {
+        let rows = &self.shared.rows;
+        if rows
+            .iter()
+            .all(|r| r.tools.is_empty() && reference_answer(r).is_some())
+        {
+            let shared = self.shared.clone();
+            return Some(Policy::action(move |obs| {
+                let index = obs
+                    .info
+                    .get("task_index")
+                    .and_then(Value::as_u64)
+                    .ok_or_else(|| Error::Policy("observation has no task_index".into()))?;
+                let row = shared
+                    .rows
+                    .get(index as usize)
+                    .ok_or_else(|| Error::Policy(format!("task_index {index} is out of range")))?;
+                reference_answer(row)
+                    .map(|(reply, _)| Value::String(reply))
+                    .ok_or_else(|| Error::Policy(format!("line {} carries no answer", row.line)))
+            }));
+        }
+        if self.shared.replay.is_empty() {
+            return None;
+        }
+        let shared = self.shared.clone();
+        Some(Policy::chat(FunctionModel::with_messages(
+            "nemo-gym-replay",
+            move |msgs| tool_loop::replay_turn(&shared.replay, msgs),
+        )))
+    }
+
+    fn null_policy(&self, _task: Option<&TaskRef>) -> Option<Policy> {
+        // Answers nothing and calls no tool: a verifier that rewards it is not checking.
+        Some(Policy::constant(json!("I don't know.")))
+    }
+
+    fn default_max_steps(&self) -> usize {
+        self.shared.max_turns
+    }
+}
+
+/// The reply that solves a row whose fields carry the expected answer, and the answer:
+/// mcqa (`options` + `expected_answer`, a boxed letter and an `Answer:` line so every grading
+/// mode reads it), reasoning_gym (`answer` + `metadata.source_dataset`, in `<answer>` tags),
+/// math (`expected_answer`, boxed).
+fn reference_answer(row: &Row) -> Option<(String, String)> {
+    let text = |v: &Value| match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    };
+    let raw = &row.raw;
+    if raw.get("options").is_some_and(Value::is_array) {
+        let a = raw.get("expected_answer").and_then(text)?;
+        return Some((format!("Answer: {a}\n\\boxed{{{a}}}"), a));
+    }
+    let rg = raw
+        .get("metadata")
+        .and_then(|m| m.get("source_dataset"))
+        .is_some();
+    if rg {
+        let a = raw.get("answer").and_then(text)?;
+        return Some((format!("<answer>{a}</answer>"), a));
+    }
+    let a = raw.get("expected_answer").and_then(text)?;
+    Some((format!("The answer is \\boxed{{{a}}}."), a))
+}
+
+/// One live episode: the row, the cookie jar, the output items so far.
+pub(crate) struct NemoEpisode {
+    shared: Arc<Shared>,
+    index: usize,
+    task: TaskRef,
+    jar: Jar,
+    session_id: String,
+    /// Responses output items so far (model items, then each call's output), as NeMo Gym's
+    /// simple agent accumulates them; `/verify` gets them all.
+    output: Vec<Value>,
+    obs: Observation,
+    /// The model name written into the Response object `/verify` gets.
+    model_name: String,
+    /// `/verify`'s verdict, once the final step asked for it.
+    judgment: Option<Judgment>,
+    closed: bool,
+}
+
+impl NemoEpisode {
+    /// Seed a new session for row `index` (`POST /seed_session` with the whole row).
+    pub(crate) fn open(shared: Arc<Shared>, index: usize, task: TaskRef) -> Result<NemoEpisode> {
+        let row = &shared.rows[index];
+        let mut jar = Jar::default();
+        let url = shared.server.url("/seed_session");
+        shared
+            .server
+            .post("/seed_session", &Value::Object(row.raw.clone()), &mut jar)?
+            .ok(&url)
+            .map_err(|e| match e {
+                Error::Environment(m) => Error::Environment(format!(
+                    "seeding task {index} (line {} of the data file) failed: {m}",
+                    row.line
+                )),
+                other => other,
+            })?;
+        let n = shared.next_episode.fetch_add(1, Ordering::Relaxed);
+        let messages = row.messages();
+        let mut obs = Observation {
+            data: json!({
+                "input": row.params().get("input").cloned().unwrap_or(Value::Null),
+                "tools": row.params().get("tools").cloned().unwrap_or(json!([])),
+            }),
+            text: Some(row.prompt()),
+            messages: Some(messages),
+            info: Map::new(),
+        };
+        obs.info.insert("task_id".into(), json!(task.id));
+        obs.info.insert("task_index".into(), json!(index));
+        if !row.tools.is_empty() {
+            obs.info.insert("tools".into(), json!(row.tools));
+        }
+        Ok(NemoEpisode {
+            session_id: format!("nenyax-{n}"),
+            shared,
+            index,
+            task,
+            jar,
+            output: Vec::new(),
+            obs,
+            model_name: "nenyax-policy".into(),
+            judgment: None,
+            closed: false,
+        })
+    }
+
+    fn row(&self) -> &Row {
+        &self.shared.rows[self.index]
+    }
+
+    /// Run one `function_call` item: `POST /<name>` with its parsed arguments and the cookies.
+    /// Its raw reply (any status) is the output; unparseable arguments are answered as NeMo
+    /// Gym's agent answers them, and a name that is not one of the task's tools with an error,
+    /// both without calling the server. Appends the call and its output to
+    /// the episode's items and returns the `function_call_output` item.
+    pub(crate) fn run_call(&mut self, call: &Value, record_call: bool) -> Result<Value> {
+        let name = call
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let call_id = call
+            .get("call_id")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| {
+                format!(
+                    "call_{:012x}",
+                    crate::contract::fresh_id() & 0xFFFF_FFFF_FFFF
+                )
+            });
+        let args = match call.get("arguments") {
+            Some(Value::String(s)) => serde_json::from_str::<Value>(s).map_err(|e| e.to_string()),
+            Some(v @ Value::Object(_)) => Ok(v.clone()),
+            None | Some(Value::Null) => Ok(json!({})),
+            Some(other) => Err(format!(
+                "arguments must be a JSON string or object, got {other}"
+            )),
+        };
+        let tools = &self.shared.rows[self.index].tools;
+        let output = match args {
+            // Only the task's own tools are routes a call may reach (never /verify, say).
+            _ if !tools.contains(&name) => json!({"error": format!(
+                "Tool `{name}` is not one of this task's tools ({})", tools.join(", ")
+            )})
+            .to_string(),
+            Err(e) => json!({"error": format!("Invalid tool call arguments: {e}")}).to_string(),
+            Ok(args) => {
+                let path = format!("/{name}");
+                let server = &self.shared.server;
+                server.post(&path, &args, &mut self.jar)?.body
+            }
+        };
+        if record_call {
+            let mut item = call.clone();
+            if let Some(o) = item.as_object_mut() {
+                o.insert("type".into(), json!("function_call"));
+                o.insert("call_id".into(), json!(call_id));
+                o.entry("arguments").and_modify(|a| {
+                    if let Value::Object(_) = a {
+                        *a = Value::String(a.to_string());
+                    }
+                });
+            }
+            self.output.push(item);
+        }
+        let out = json!({"type": "function_call_output", "call_id": call_id, "output": output});
+        self.output.push(out.clone());
+        Ok(out)
+    }
+
+    /// The assistant text as a Responses output message item.
+    fn push_text(&mut self, text: &str) {
+        self.output.push(json!({
+            "type": "message", "id": format!("msg_{:016x}", crate::contract::fresh_id()),
+            "role": "assistant", "status": "completed",
+            "content": [{"type": "output_text", "text": text, "annotations": []}]
+        }));
+    }
+
+    /// `POST /verify` with the row and a Response object holding every output item.
+    pub(crate) fn verify(&self) -> Result<Judgment> {
+        let params = self.row().params();
+        let response = json!({
+            "id": format!("resp_{}", self.session_id),
+            "created_at": crate::contract::now_unix() as i64,
+            "model": self.model_name,
+            "object": "response",
+            "status": "completed",
+            "parallel_tool_calls": params.get("parallel_tool_calls").cloned().filter(|v| !v.is_null()).unwrap_or(json!(true)),
+            "tool_choice": params.get("tool_choice").cloned().filter(|v| !v.is_null()).unwrap_or(json!("auto")),
+            "tools": params.get("tools").cloned().filter(|v| !v.is_null()).unwrap_or(json!([])),
+            "output": self.output,
+        });
+        let mut body = self.row().raw.clone();
+        body.insert("response".into(), response);
+        let url = self.shared.server.url("/verify");
+        // /verify may set cookies too; they do not matter after it.
+        let mut jar = self.jar.clone();
+        let reply = self
+            .shared
+            .server
+            .post("/verify", &Value::Object(body), &mut jar)?
+            .ok(&url)?;
+        let v = reply.json(&url)?;
+        let reward = v.get("reward").and_then(Value::as_f64).ok_or_else(|| {
+            Error::Protocol(format!(
+                "{url} answered without a numeric `reward`: {}",
+                http::clip(&v.to_string(), 300)
+            ))
+        })?;
+        let mut j = Judgment::new(reward, JudgeSource::Verifier, "nemo_gym.verify")?;
+        if reward == 0.0 || reward == 1.0 {
+            j = j.with_passed(reward == 1.0);
+        }
+        if let Value::Object(m) = v {
+            for (k, val) in m {
+                // The echo of what was sent is not evidence; everything else the server added is.
+                if k == "responses_create_params" || k == "response" || k == "reward" {
+                    continue;
+                }
+                if k != "expected_answer" && self.row().raw.get(&k) == Some(&val) {
+                    continue;
+                }
+                j.details.insert(k, val);
+            }
+        }
+        Ok(j)
+    }
+
+    /// The contract messages of the whole episode: the input, then every output item.
+    pub(crate) fn transcript(&self) -> Vec<Message> {
+        let params = self.row().params();
+        let mut items = self.row().input_items();
+        items.extend(self.output.iter().cloned());
+        crate::responses::items_to_messages(
+            params.get("instructions").and_then(Value::as_str),
+            &Value::Array(items),
+        )
+    }
+
+    /// The last step: `text` (when given) joins the output, `/verify` judges it all.
+    pub(crate) fn final_step(&mut self, action: Value, text: Option<&str>) -> Result<Step> {
+        if let Some(t) = text {
+            self.push_text(t);
+        }
+        let j = self.verify()?;
+        let mut obs = Observation::default();
+        obs.info
+            .insert("verify".into(), Value::Object(j.details.clone()));
+        let mut info = Map::new();
+        info.insert("kind".into(), json!("final"));
+        let reward = j.score;
+        self.judgment = Some(j);
+        Ok(Step {
+            action,
+            observation: obs,
+            reward,
+            terminated: true,
+            truncated: false,
+            info,
+        })
+    }
+}
+
+/// One tool call's step: the call as the action, its output as the observation.
+pub(crate) fn tool_step(call: &Value, out: &Value) -> Step {
+    let text = out
+        .get("output")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let mut msg = Message::new(Role::Tool, text.clone());
+    msg.tool_call_id = out
+        .get("call_id")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let mut obs = Observation {
+        data: serde_json::from_str(&text).unwrap_or(Value::String(text.clone())),
+        text: Some(text),
+        messages: Some(vec![msg]),
+        info: Map::new(),
+    };
+    obs.info.insert("call_id".into(), out["call_id"].clone());
+    let mut info = Map::new();
+    info.insert("kind".into(), json!("tool_call"));
+    info.insert(
+        "tool".into(),
+        call.get("name").cloned().unwrap_or(Value::Null),
+    );
+    Step {
+        action: call.clone(),
+        observation: obs,
+        reward: 0.0,
+        terminated: false,
+        truncated: false,
+        info,
+    }
+}
+
+/// What an action may be, for errors.
+const ACTION_SHAPES: &str = "expected the reply text (a JSON string), a tool call {name, \
+     arguments}, an assistant message with tool_calls, or a list of Responses output items";
+
+/// The `function_call` items among `items`, in order.
+fn function_calls(items: &[Value]) -> Vec<Value> {
+    items
+        .iter()
+        .filter(|i| i["type"] == "function_call")
+        .cloned()
+        .collect()
+}
+
+/// A tool call given as an action: a Responses `function_call` item or a contract/OpenAI
+/// tool call (`{id, name, arguments}` or `{function: {name, arguments}}`).
+fn call_item(v: &Value) -> Option<Value> {
+    if v.get("type").and_then(Value::as_str) == Some("function_call") {
+        return Some(v.clone());
+    }
+    let tc: ToolCall = serde_json::from_value(v.clone()).ok()?;
+    Some(json!({
+        "type": "function_call",
+        "call_id": tc.id,
+        "name": tc.name,
+        "arguments": match tc.arguments { Value::String(s) => s, other => other.to_string() },
+    }))
+}
+
+impl Episode for NemoEpisode {
+    fn observation(&self) -> &Observation {
+        &self.obs
+    }
+
+    fn act(&mut self, action: &Value) -> Result<Step> {
+        let invalid = |reason: &str| Error::InvalidAction {
+            env: self.shared.id.clone(),
+            action: crate::contract::preview(action),
+            reason: reason.to_string(),
+        };
+        let has_tools = !self.row().tools.is_empty();
+        // Normalise to the assistant text and the tool calls of this turn.
+        let (text, calls, extra_items): (String, Vec<Value>, Vec<Value>) = match action {
+            Value::String(s) => (s.clone(), Vec::new(), Vec::new()),
+            Value::Object(o) if o.contains_key("tool_calls") || o.contains_key("role") => {
+                let m = Message::from_openai(action)
+                    .map_err(|e| invalid(&format!("not an assistant message: {e}")))?;
+                if m.role != Role::Assistant {
+                    return Err(invalid("a message action must have role `assistant`"));
+                }
+                let calls = function_calls(&crate::responses::message_to_items(&m));
+                (m.text().unwrap_or_default(), calls, Vec::new())
+            }
+            Value::Object(_) => match call_item(action) {
+                Some(c) => (String::new(), vec![c], Vec::new()),
+                None => return Err(invalid(ACTION_SHAPES)),
+            },
+            Value::Array(items) => {
+                let rest = items
+                    .iter()
+                    .filter(|i| i["type"] != "function_call")
+                    .cloned()
+                    .collect();
+                (String::new(), function_calls(items), rest)
+            }
+            _ => return Err(invalid(ACTION_SHAPES)),
+        };
+        if calls.is_empty() {
+            return if let Value::Array(_) = action {
+                // A whole turn without calls: its items are the final output.
+                self.output.extend(extra_items);
+                self.final_step(action.clone(), None)
+            } else {
+                self.final_step(action.clone(), Some(&text))
+            };
+        }
+        if !has_tools {
+            return Err(invalid(
+                "this task has no tools; answer with the reply text",
+            ));
+        }
+        self.output.extend(extra_items);
+        if !text.is_empty() {
+            self.push_text(&text);
+        }
+        let mut outs = Vec::new();
+        for c in &calls {
+            outs.push(self.run_call(c, true)?);
+        }
+        if outs.len() == 1 {
+            return Ok(tool_step(action, &outs[0]));
+        }
+        let msgs: Vec<Message> = outs
+            .iter()
+            .map(|o| {
+                let mut m = Message::new(Role::Tool, o["output"].as_str().unwrap_or(""));
+                m.tool_call_id = o["call_id"].as_str().map(str::to_string);
+                m
+            })
+            .collect();
+        let mut info = Map::new();
+        info.insert("kind".into(), json!("tool_calls"));
+        Ok(Step {
+            action: action.clone(),
+            observation: Observation {
+                data: Value::Array(outs),
+                text: None,
+                messages: Some(msgs),
+                info: Map::new(),
+            },
+            reward: 0.0,
+            terminated: false,
+            truncated: false,
+            info,
+        })
+    }
+
+    fn judge(&self, steps: &[Step]) -> Result<Judgment> {
+        // A finished episode was verified by its last step; one cut short is verified now,
+        // with what it produced (as NeMo Gym's agent does at its step limit).
+        match &self.judgment {
+            Some(j) if steps.last().is_some_and(|s| s.done()) => Ok(j.clone()),
+            _ => self.verify(),
+        }
+    }
+
+    fn task(&self) -> Option<TaskRef> {
+        Some(self.task.clone())
+    }
+
+    fn close(&mut self) {
+        if self.closed {
+            return;
+        }
+        self.closed = true;
+        if self.shared.close_session && !self.jar.is_empty() {
+            let body = json!({
+                "resources_session_id": self.session_id,
+                "episode_id": {"rollout_id": self.session_id, "attempt": 0},
+            });
+            // Best effort: the episode's result does not depend on the server's cleanup.
+            let _ = self
+                .shared
+                .server
+                .post("/close_session", &body, &mut self.jar);
+        }
+    }
+}
+
+impl Drop for NemoEpisode {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
