@@ -340,8 +340,7 @@ impl Lcg {
 /// The golden cases are small enough to run on the calling thread; this batch is large enough
 /// for rayon. With a fixed divisor each row's terms do not depend on the others, so the batch
 /// must equal the sum of its rows computed one at a time.
-#[test]
-fn a_large_batch_in_parallel_equals_its_rows_one_by_one() {
+fn large_batch_equals_its_rows<F: DeviceReal>() {
     let (b, t) = (96, 700);
     let mut rng = Lcg(7);
     let mut mask = vec![0u8; b * t];
@@ -358,13 +357,15 @@ fn a_large_batch_in_parallel_equals_its_rows_one_by_one() {
         }
     }
     let adv: Vec<f64> = (0..b).map(|_| 2.0 * rng.uniform() - 1.0).collect();
+    let to = |v: &[f64]| -> Vec<F> { v.iter().map(|&x| F::from_f64(x)).collect() };
+    let (logp, old, rf, ent, adv) = (to(&logp), to(&old), to(&rf), to(&ent), to(&adv));
     let cfg = PgConfig::from_json(&serde_json::json!({
         "loss": "ppo_clip", "clip_low": 0.2, "clip_high": 0.28, "dual_clip_c": 3.0,
         "agg": "seq-mean-token-sum-norm", "agg_divisor": 512.0,
         "kl": {"estimator": "k3", "coef": 0.01, "clamp": true}, "entropy_coef": 0.001
     }))
     .unwrap();
-    let slice = |v: &[f64], i: usize| v[i * t..(i + 1) * t].to_vec();
+    let slice = |v: &[F], i: usize| v[i * t..(i + 1) * t].to_vec();
     let whole = pg_loss(
         &PgBatch {
             logp: &logp,
@@ -381,8 +382,8 @@ fn a_large_batch_in_parallel_equals_its_rows_one_by_one() {
     let (mut loss, mut grad, mut grad_h) = (0.0, Vec::new(), Vec::new());
     for i in 0..b {
         if mask[i * t] == 0 {
-            grad.extend(std::iter::repeat(0.0).take(t));
-            grad_h.extend(std::iter::repeat(0.0).take(t));
+            grad.extend(std::iter::repeat(F::from_f64(0.0)).take(t));
+            grad_h.extend(std::iter::repeat(F::from_f64(0.0)).take(t));
             continue;
         }
         let (lp, od, r, h) = (
@@ -429,6 +430,12 @@ fn a_large_batch_in_parallel_equals_its_rows_one_by_one() {
     )
     .unwrap();
     assert_eq!(again.stats, whole.stats);
+}
+
+#[test]
+fn a_large_batch_in_parallel_equals_its_rows_one_by_one() {
+    large_batch_equals_its_rows::<f64>();
+    large_batch_equals_its_rows::<f32>();
 }
 
 #[test]

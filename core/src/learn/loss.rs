@@ -97,6 +97,16 @@ pub trait Real: Copy + Send + Sync + PartialEq + std::fmt::Debug + 'static {
     fn to_f64(self) -> f64;
     /// Round from f64.
     fn from_f64(v: f64) -> Self;
+    /// The slice as f32, for the 8-lane f32 pass; `None` for other types.
+    #[doc(hidden)]
+    fn as_f32(_v: &[Self]) -> Option<&[f32]> {
+        None
+    }
+    /// The mutable slice as f32, for the 8-lane f32 pass.
+    #[doc(hidden)]
+    fn as_f32_mut(_v: &mut [Self]) -> Option<&mut [f32]> {
+        None
+    }
 }
 
 impl Real for f64 {
@@ -118,6 +128,12 @@ impl Real for f32 {
     #[inline(always)]
     fn from_f64(v: f64) -> Self {
         v as f32
+    }
+    fn as_f32(v: &[Self]) -> Option<&[f32]> {
+        Some(v)
+    }
+    fn as_f32_mut(v: &mut [Self]) -> Option<&mut [f32]> {
+        Some(v)
     }
 }
 
