@@ -51,7 +51,7 @@ export NENYAX_REQUIRE_NEMO_GYM=1
 # NVRTC from PyPI (no GPU needed), so tests/kernels.rs compiles the CUDA kernels here too.
 # The library finds it by name, so its folder goes on LD_LIBRARY_PATH before cargo starts.
 nvrtc_venv="$root/.venv-nvrtc"
-nvrtc_dir() { ls -d "$nvrtc_venv"/lib/python3*/site-packages/nvidia/cuda_nvrtc/lib 2>/dev/null | head -n 1; }
+nvrtc_dir() { ls -d "$nvrtc_venv"/lib/python3*/site-packages/nvidia/cuda_nvrtc/lib 2>/dev/null | head -n 1 || true; }
 nvrtc_lib="$(nvrtc_dir)"
 if [ ! -e "$nvrtc_lib/libnvrtc.so.12" ]; then
     echo "scripts/test.sh: installing nvidia-cuda-nvrtc-cu12 into $nvrtc_venv" >&2
