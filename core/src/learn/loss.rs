@@ -107,6 +107,16 @@ pub trait Real: Copy + Send + Sync + PartialEq + std::fmt::Debug + 'static {
     fn as_f32_mut(_v: &mut [Self]) -> Option<&mut [f32]> {
         None
     }
+    /// The slice as f64, for the 4-lane f64 pass; `None` for other types.
+    #[doc(hidden)]
+    fn as_f64(_v: &[Self]) -> Option<&[f64]> {
+        None
+    }
+    /// The mutable slice as f64, for the 4-lane f64 pass.
+    #[doc(hidden)]
+    fn as_f64_mut(_v: &mut [Self]) -> Option<&mut [f64]> {
+        None
+    }
 }
 
 impl Real for f64 {
@@ -117,6 +127,12 @@ impl Real for f64 {
     #[inline(always)]
     fn from_f64(v: f64) -> Self {
         v
+    }
+    fn as_f64(v: &[Self]) -> Option<&[f64]> {
+        Some(v)
+    }
+    fn as_f64_mut(v: &mut [Self]) -> Option<&mut [f64]> {
+        Some(v)
     }
 }
 
