@@ -270,3 +270,56 @@ fn commands_run_unprivileged_when_nenyax_is_root() {
         assert_eq!(sb.sh("id -u").unwrap().stdout, "65534\n", "{kind:?}");
     }
 }
+
+#[test]
+fn sandbox_check_passes_on_every_ready_backend() {
+    for kind in backends() {
+        let report = nenyax::sandbox::sandbox_check(kind);
+        assert!(report.passed(), "{}", report.render());
+        let n = report.promises.len();
+        assert!(n >= 8, "{kind:?}: only {n} promises checked");
+    }
+}
+
+#[test]
+fn warm_pool_hands_out_fresh_identical_sandboxes_and_refills() {
+    for kind in backends() {
+        let setup = [Exec::shell("echo prepared > state.txt")];
+        let pool = nenyax::sandbox::WarmPool::new(SandboxConfig::new(kind), &setup, 2).unwrap();
+        assert_eq!(pool.ready(), 2);
+        let a = pool.acquire().unwrap();
+        let b = pool.acquire().unwrap();
+        let c = pool.acquire().unwrap(); // the pool may be empty: made on demand
+        for sb in [&a, &b, &c] {
+            assert_eq!(sb.get("state.txt").unwrap(), b"prepared\n", "{kind:?}");
+        }
+        a.sh("echo dirty > state.txt").unwrap();
+        assert_eq!(
+            b.get("state.txt").unwrap(),
+            b"prepared\n",
+            "sandboxes share nothing"
+        );
+        let t0 = Instant::now();
+        while pool.ready() < 2 && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(pool.ready(), 2, "the pool refills in the background");
+    }
+}
+
+#[test]
+fn select_picks_the_lightest_safe_enough_backend() {
+    use nenyax::sandbox::{select, Level};
+    let s = select(Level::None).unwrap();
+    assert_eq!(s.backend, BackendKind::Process);
+    if BackendKind::Jail.ready().is_ok() {
+        let s = select(Level::Jail).unwrap();
+        assert_eq!(s.backend, BackendKind::Jail);
+        assert_eq!(s.skipped[0].0, "process");
+    }
+    let e = select(Level::Microvm).unwrap_err().to_string();
+    assert!(
+        e.contains("microvm") && e.contains("nenyax sandboxes"),
+        "{e}"
+    );
+}

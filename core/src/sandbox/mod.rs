@@ -13,6 +13,8 @@
 //!
 //! See docs/sandbox.md for what each promise means and how `nenyax sandbox-check` proves it.
 
+pub mod check;
+pub mod pool;
 mod process;
 
 use std::collections::BTreeMap;
@@ -26,6 +28,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::contract::Isolation;
 use crate::error::{Error, Result};
+
+pub use check::{sandbox_check, SandboxReport};
+pub use pool::WarmPool;
 
 /// The isolation level of a backend (the contract's [`Isolation`]).
 pub type Level = Isolation;
