@@ -94,6 +94,7 @@ impl Registry {
         r.register(Box::new(crate::bridge::drivers::verifiers()));
         r.register(Box::new(crate::drivers::openenv::OpenEnvDriver));
         r.register(Box::new(crate::drivers::nemo_gym::NemoGymDriver));
+        r.register(Box::new(crate::drivers::harbor::HarborDriver));
         r
     }
 

@@ -242,6 +242,8 @@ pub struct SandboxConfig {
     /// Run commands as root inside a jail instead of the unprivileged sandbox user. Makes the
     /// process-count limit ineffective (root is exempt from RLIMIT_NPROC).
     pub root: bool,
+    /// More private top-level directories (e.g. `skills` for `/skills`), made like `/app`.
+    pub extra_dirs: Vec<String>,
 }
 
 impl SandboxConfig {
@@ -254,6 +256,7 @@ impl SandboxConfig {
             env: BTreeMap::new(),
             workdir: "/app".into(),
             root: false,
+            extra_dirs: Vec::new(),
         }
     }
 }
@@ -393,8 +396,24 @@ impl Sandbox {
             .map_err(|e| io_err("create the sandbox directory", e))?;
         fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755))
             .map_err(|e| io_err("chmod the sandbox directory", e))?;
-        for d in PRIVATE_DIRS.iter().chain([".root"].iter()) {
-            let p = dir.path().join(d);
+        for d in &config.extra_dirs {
+            if d.is_empty()
+                || d.contains('/')
+                || d.starts_with('.')
+                || PRIVATE_DIRS.contains(&d.as_str())
+            {
+                return Err(Error::Sandbox(format!(
+                    "extra directory `{d}` must be one plain top-level name (e.g. `skills`), not a path"
+                )));
+            }
+        }
+        for d in PRIVATE_DIRS
+            .iter()
+            .chain([".root"].iter())
+            .map(|d| d.to_string())
+            .chain(config.extra_dirs.clone())
+        {
+            let p = dir.path().join(&d);
             fs::create_dir(&p).map_err(|e| io_err(&format!("create {}", p.display()), e))?;
         }
         let id = format!(
@@ -403,7 +422,7 @@ impl Sandbox {
             NEXT_ID.fetch_add(1, Ordering::Relaxed)
         );
         let sb = Sandbox { config, id, dir };
-        for d in PRIVATE_DIRS {
+        for d in sb.private_dirs() {
             sb.chown(&sb.dir.path().join(d))?;
         }
         fs::set_permissions(
@@ -462,7 +481,7 @@ impl Sandbox {
             }
         }
         match parts.first() {
-            Some(first) if PRIVATE_DIRS.contains(&first.as_str()) => {
+            Some(first) if self.private_dirs().any(|d| d == first) => {
                 let mut out = self.dir.path().to_path_buf();
                 out.extend(parts);
                 Ok(out)
@@ -541,7 +560,7 @@ impl Sandbox {
     /// running is copied).
     pub fn fork(&self) -> Result<Sandbox> {
         let child = Sandbox::create(self.config.clone())?;
-        for d in PRIVATE_DIRS {
+        for d in self.private_dirs() {
             copy_tree(&self.dir.path().join(d), &child.dir.path().join(d), &|p| {
                 child.chown(p)
             })?;
@@ -573,6 +592,14 @@ impl Sandbox {
             )));
         }
         Ok(())
+    }
+
+    /// Names of the private top-level directories (fixed ones, then extra ones).
+    pub fn private_dirs(&self) -> impl Iterator<Item = &str> {
+        PRIVATE_DIRS
+            .iter()
+            .copied()
+            .chain(self.config.extra_dirs.iter().map(String::as_str))
     }
 
     /// The uid/gid commands run as (None: the caller's own).
@@ -633,10 +660,16 @@ fn copy_tree(src: &Path, dst: &Path, fix: &dyn Fn(&Path) -> Result<()>) -> Resul
             if !to.exists() {
                 fs::create_dir(&to).map_err(|e| io_err(&format!("create {}", to.display()), e))?;
             }
-            fs::set_permissions(&to, md.permissions()).map_err(|e| io_err("chmod", e))?;
+            // Uploads belong to the sandbox user and stay writable by it (as root's would).
+            let mode = md.permissions().mode() | 0o700;
+            fs::set_permissions(&to, fs::Permissions::from_mode(mode))
+                .map_err(|e| io_err("chmod", e))?;
             copy_tree(&from, &to, fix)?;
         } else {
             fs::copy(&from, &to).map_err(|e| io_err(&format!("copy {}", from.display()), e))?;
+            let mode = md.permissions().mode() | 0o600;
+            fs::set_permissions(&to, fs::Permissions::from_mode(mode))
+                .map_err(|e| io_err("chmod", e))?;
         }
         fix(&to)?;
     }

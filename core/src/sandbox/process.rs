@@ -21,7 +21,7 @@ use nix::sys::signal::{kill, killpg, Signal};
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{chdir, chroot, fork, setgid, setsid, setuid, ForkResult, Gid, Pid, Uid};
 
-use super::{BackendKind, Exec, ExecResult, Killed, Sandbox, PRIVATE_DIRS};
+use super::{BackendKind, Exec, ExecResult, Killed, Sandbox};
 use crate::error::{Error, Result};
 
 const BASE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -89,7 +89,7 @@ fn jail_plan(sb: &Sandbox, cwd: &str) -> Result<JailPlan> {
         let e = e.map_err(|e| fail("list /", e))?;
         let name = e.file_name();
         let n = name.to_string_lossy();
-        if skip.contains(&n.as_ref()) || PRIVATE_DIRS.contains(&n.as_ref()) {
+        if skip.contains(&n.as_ref()) || sb.private_dirs().any(|d| d == n) {
             continue;
         }
         let at = root.join(&name);
@@ -109,7 +109,7 @@ fn jail_plan(sb: &Sandbox, cwd: &str) -> Result<JailPlan> {
         fs::create_dir_all(&at).map_err(|e| fail("create a mount point", e))?;
         binds.push((cstr(Path::new("/").join(d)), cstr(&at), ro));
     }
-    for d in PRIVATE_DIRS {
+    for d in sb.private_dirs() {
         let at = root.join(d);
         fs::create_dir_all(&at).map_err(|e| fail("create a mount point", e))?;
         binds.push((cstr(base.join(d)), cstr(&at), false));
