@@ -379,6 +379,8 @@ pub struct Sandbox {
     config: SandboxConfig,
     id: String,
     dir: tempfile::TempDir,
+    /// Set once a command ran: only then can processes be left to sweep on destroy.
+    ran: std::sync::atomic::AtomicBool,
 }
 
 impl Sandbox {
@@ -421,7 +423,12 @@ impl Sandbox {
             std::process::id(),
             NEXT_ID.fetch_add(1, Ordering::Relaxed)
         );
-        let sb = Sandbox { config, id, dir };
+        let sb = Sandbox {
+            config,
+            id,
+            dir,
+            ran: std::sync::atomic::AtomicBool::new(false),
+        };
         for d in sb.private_dirs() {
             sb.chown(&sb.dir.path().join(d))?;
         }
@@ -495,6 +502,7 @@ impl Sandbox {
 
     /// Run a command.
     pub fn exec(&self, exec: &Exec) -> Result<ExecResult> {
+        self.ran.store(true, Ordering::Relaxed);
         process::run(self, exec)
     }
 
@@ -582,7 +590,6 @@ impl Sandbox {
 
     /// Kill anything left and remove the sandbox's files.
     pub fn destroy(self) -> Result<()> {
-        process::kill_marked(&self.id);
         let path = self.dir.path().to_path_buf();
         drop(self);
         if path.exists() {
@@ -636,7 +643,9 @@ impl Sandbox {
 
 impl Drop for Sandbox {
     fn drop(&mut self) {
-        process::kill_marked(&self.id);
+        if self.ran.load(Ordering::Relaxed) {
+            process::kill_marked(&self.id);
+        }
     }
 }
 
