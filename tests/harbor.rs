@@ -222,3 +222,42 @@ fn a_dockerfile_that_builds_needs_a_container() {
         .to_string();
     assert!(e.contains("jail"), "{e}");
 }
+
+/// The old Terminal-Bench layout (task.yaml, Dockerfile, run-tests.sh, solution.sh, tests/),
+/// built from simple-task's own files the way Harbor's mapper maps them back.
+#[test]
+fn the_old_terminal_bench_layout_runs_oracle_and_nop() {
+    if !ready() {
+        return;
+    }
+    let src = std::path::PathBuf::from(tasks_dir()).join("simple-task");
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("hello-world");
+    std::fs::create_dir_all(t.join("tests")).unwrap();
+    let instruction = std::fs::read_to_string(src.join("instruction.md")).unwrap();
+    let indented: String = instruction.lines().map(|l| format!("  {l}\n")).collect();
+    std::fs::write(
+        t.join("task.yaml"),
+        format!("instruction: |-\n{indented}author_name: x\ndifficulty: easy\nmax_agent_timeout_sec: 60\nmax_test_timeout_sec: 60\n"),
+    )
+    .unwrap();
+    std::fs::copy(src.join("environment/Dockerfile"), t.join("Dockerfile")).unwrap();
+    std::fs::copy(src.join("solution/solve.sh"), t.join("solution.sh")).unwrap();
+    std::fs::copy(
+        src.join("tests/test_state.py"),
+        t.join("tests/test_outputs.py"),
+    )
+    .unwrap();
+    std::fs::write(
+        t.join("run-tests.sh"),
+        "#!/bin/bash\npython3 -m pytest -p no:cacheprovider $TEST_DIR/test_outputs.py -rA\n",
+    )
+    .unwrap();
+    let env = load(&format!("harbor:{}", t.display())).unwrap();
+    let task = &env.tasks(None).unwrap()[0];
+    assert_eq!(task.prompt.as_deref(), Some(instruction.trim_end()));
+    let o = env.rollout(&Policy::Native("oracle".into()), &RolloutOptions::default());
+    assert_eq!(o.score(), Some(1.0), "{:?} {:#?}", o.error, o.steps);
+    let n = env.rollout(&Policy::Native("nop".into()), &RolloutOptions::default());
+    assert_eq!(n.score(), Some(0.0), "{:?}", n.error);
+}

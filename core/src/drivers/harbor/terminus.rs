@@ -323,3 +323,58 @@ pub fn run(
     traj.messages.extend(messages);
     Ok(last)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_schema_and_takes_the_first_balanced_object() {
+        let r = parse(
+            "Sure! {\"analysis\": \"a {brace}\", \"plan\": \"p\", \"commands\": [{\"keystrokes\": \"ls\\n\", \"duration\": 120}], \"task_complete\": \"yes\"} trailing",
+        )
+        .unwrap();
+        assert_eq!(r.analysis, "a {brace}");
+        assert_eq!(r.commands[0].keystrokes, "ls\n");
+        assert_eq!(r.commands[0].duration, 60.0, "duration is capped at 60 s");
+        assert!(r.task_complete);
+        assert_eq!(r.warnings.len(), 2, "{:?}", r.warnings);
+    }
+
+    #[test]
+    fn errors_name_what_is_wrong() {
+        assert_eq!(
+            parse("no json").unwrap_err(),
+            "No valid JSON found in response"
+        );
+        assert_eq!(
+            parse("{\"analysis\": \"a\"}").unwrap_err(),
+            "Missing required fields: plan, commands"
+        );
+        assert_eq!(
+            parse("{\"analysis\": \"a\", \"plan\": \"p\", \"commands\": {}}").unwrap_err(),
+            "Field 'commands' must be an array"
+        );
+        assert_eq!(
+            parse("{\"analysis\": \"a\", \"plan\": \"p\", \"commands\": [{\"duration\": 1}]}")
+                .unwrap_err(),
+            "Command 1 missing required 'keystrokes' field"
+        );
+        let r = parse("{\"analysis\": \"a\", \"plan\": \"p\", \"commands\": [{\"keystrokes\": \"a\"}, {\"keystrokes\": \"b\\n\"}]}").unwrap();
+        assert!(!r.task_complete);
+        assert!(r
+            .warnings
+            .iter()
+            .any(|w| w.contains("should end with newline")));
+        assert!(r.warnings.iter().any(|w| w.contains("Missing duration")));
+    }
+
+    #[test]
+    fn output_is_capped_at_both_ends() {
+        let s = "a".repeat(6000) + &"b".repeat(6000);
+        let c = cap_output(&s, OUTPUT_LIMIT);
+        assert!(c.starts_with(&"a".repeat(5000)) && c.ends_with(&"b".repeat(5000)));
+        assert!(c.contains("[... output limited to 10000 bytes; 2000 interior bytes omitted ...]"));
+        assert_eq!(cap_output("short", OUTPUT_LIMIT), "short");
+    }
+}
