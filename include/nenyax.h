@@ -157,6 +157,10 @@ typedef struct nenyax_reply_t nenyax_reply_t;
 // A thread pool for batches of rollouts.
 typedef struct nenyax_runner_t nenyax_runner_t;
 
+// A sandbox (process or jail backend). Not thread-safe for concurrent writes of the same
+// paths; commands may run from one thread at a time per handle.
+typedef struct nenyax_sandbox_t nenyax_sandbox_t;
+
 // An OpenEnv server serving one step-mode environment (what `nenyax serve` runs).
 // Thread-safe; stop and free it with nenyax_server_stop.
 typedef struct nenyax_server_t nenyax_server_t;
@@ -371,6 +375,49 @@ struct nenyax_error_t *nenyax_check_uri(const char *uri,
                                         const char *options_json,
                                         size_t options_len,
                                         struct nenyax_string_t *out);
+
+// Create a sandbox. Options (may be NULL): {"backend": "process"|"jail" (default process),
+// "cpu_s", "memory_bytes", "open_files", "processes", "file_size_bytes", "wall_s",
+// "output_bytes", "network", "workdir", "root", "env": {..}, "extra_dirs": [..]}.
+struct nenyax_error_t *nenyax_sandbox_new(const char *options_json,
+                                          size_t options_len,
+                                          struct nenyax_sandbox_t **out);
+
+// Run a command: {"argv": [..]} or {"shell": "..."}, plus optional "cwd", "env", "stdin"
+// (text) and "timeout_s". `out` receives the result as JSON: exit_code, signal, stdout,
+// stderr, dropped_bytes, duration_s, killed ("timeout"|"cpu_limit"|"file_size_limit"|
+// "signal"|null). A command that fails or is killed is not an error; one that cannot start is.
+struct nenyax_error_t *nenyax_sandbox_exec(const struct nenyax_sandbox_t *sandbox,
+                                           const char *exec_json,
+                                           size_t exec_len,
+                                           struct nenyax_string_t *out);
+
+// Write `len` bytes to a sandbox path (parents created) with Unix mode `mode`.
+struct nenyax_error_t *nenyax_sandbox_put(const struct nenyax_sandbox_t *sandbox,
+                                          const char *path,
+                                          size_t path_len,
+                                          const uint8_t *data,
+                                          size_t len,
+                                          uint32_t mode);
+
+// Read a sandbox file into `out` (its bytes; a NUL byte in the file becomes "\u0000").
+struct nenyax_error_t *nenyax_sandbox_get(const struct nenyax_sandbox_t *sandbox,
+                                          const char *path,
+                                          size_t path_len,
+                                          struct nenyax_string_t *out);
+
+// List a sandbox directory as JSON: [{"name", "dir", "size"}], sorted by name.
+struct nenyax_error_t *nenyax_sandbox_list(const struct nenyax_sandbox_t *sandbox,
+                                           const char *path,
+                                           size_t path_len,
+                                           struct nenyax_string_t *out);
+
+// A new sandbox with the same configuration and a copy of this one's files.
+struct nenyax_error_t *nenyax_sandbox_fork(const struct nenyax_sandbox_t *sandbox,
+                                           struct nenyax_sandbox_t **out);
+
+// Destroy a sandbox (kill what is left, remove its files) and free it; NULL is a no-op.
+void nenyax_sandbox_free(struct nenyax_sandbox_t *sandbox);
 
 // Open a step-mode session. Options (may be NULL): {"task": TaskRef, "seed": int}.
 // Rollout- and task-mode environments give NENYAX_STATUS_UNSUPPORTED.

@@ -48,6 +48,9 @@ scripts/setup_nemo_gym.sh
 export NENYAX_NEMO_GYM_PYTHON="$root/.venv-nemo-gym/bin/python"
 export NENYAX_REQUIRE_NEMO_GYM=1
 
+# The harbor: driver's offline test mode needs pytest in the system python (tests/harbor.rs).
+scripts/setup_harbor.sh
+
 # NVRTC from PyPI (no GPU needed), so tests/kernels.rs compiles the CUDA kernels here too.
 # The library finds it by name, so its folder goes on LD_LIBRARY_PATH before cargo starts.
 nvrtc_venv="$root/.venv-nvrtc"

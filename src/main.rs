@@ -37,6 +37,20 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// List sandbox backends, whether each is ready here, and what it needs
+    Sandboxes {
+        /// Print JSON instead of a table
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check which isolation promises a sandbox backend keeps (exit 1 if any does not hold)
+    SandboxCheck {
+        /// Backend: process or jail
+        backend: String,
+        /// Print JSON instead of a table
+        #[arg(long)]
+        json: bool,
+    },
     /// Print an environment's manifest as JSON
     Info {
         /// Environment URI, e.g. builtin:arithmetic?size=100
@@ -312,6 +326,50 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 }
             }
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Sandboxes { json } => {
+            let list = nenyax::sandbox::backends();
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&list).expect("serialises")
+                );
+            } else {
+                for b in list {
+                    println!(
+                        "{:<10} {:<10} {:<6} needs: {}",
+                        b.name,
+                        format!("{:?}", b.level).to_lowercase(),
+                        if b.ready { "ready" } else { "-" },
+                        b.needs
+                    );
+                    if let Some(w) = b.why_not {
+                        println!("{:<10} {:<10} {:<6} not ready: {w}", "", "", "");
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::SandboxCheck { backend, json } => {
+            let kind = nenyax::sandbox::BackendKind::parse(&backend)?;
+            if let Err(why) = kind.ready() {
+                eprintln!("error: the {backend} backend is not ready here: {why}");
+                return Ok(ExitCode::from(1));
+            }
+            let report = nenyax::sandbox::sandbox_check(kind);
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&report).expect("serialises")
+                );
+            } else {
+                print!("{}", report.render());
+            }
+            Ok(if report.passed() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
         Command::Info { uri } => {
             let env = load(&registry, &uri)?;

@@ -31,10 +31,14 @@ fn unknown_scheme_lists_known_ones_and_suggests() {
 }
 
 #[test]
-fn planned_schemes_say_they_are_not_built_yet() {
+fn a_missing_harbor_task_directory_is_named() {
     let e = err_of("harbor:./terminal-bench/fix-git");
-    assert!(matches!(e, Error::DriverUnavailable { .. }), "{e:?}");
-    assert!(e.to_string().contains("not built yet"), "{e}");
+    assert!(matches!(e, Error::Environment(_)), "{e:?}");
+    assert!(
+        e.to_string()
+            .contains("./terminal-bench/fix-git is not a directory"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -146,6 +146,9 @@ pub enum Error {
     /// A CUDA call failed on a GPU that is there.
     #[error("CUDA: {0}")]
     Cuda(String),
+    /// A sandbox could not be made or used: the message says what and how to fix it.
+    #[error("sandbox: {0}")]
+    Sandbox(String),
     /// A file or stream failed.
     #[error("{context}: {source}")]
     Io {
@@ -181,6 +184,7 @@ impl Error {
             Error::Config(_) => "ConfigError",
             Error::CudaUnavailable(_) => "CudaUnavailable",
             Error::Cuda(_) => "CudaError",
+            Error::Sandbox(_) => "SandboxError",
             Error::Io { .. } => "IoError",
         }
     }

@@ -35,6 +35,7 @@ pub mod responses;
 pub mod rng;
 pub mod router;
 pub mod runner;
+pub mod sandbox;
 pub mod serve;
 pub mod uri;
 

@@ -47,10 +47,7 @@ pub trait Driver: Send + Sync {
 
 /// Schemes of formats that later parts of Nenyax will drive; named in errors so that a user
 /// learns the scheme is right but not built yet, rather than that it is a typo.
-const PLANNED: &[(&str, &str)] = &[
-    ("verifiers", "Verifiers environments (rollout mode)"),
-    ("harbor", "Harbor / Terminal-Bench tasks (task mode)"),
-];
+const PLANNED: &[(&str, &str)] = &[("verifiers", "Verifiers environments (rollout mode)")];
 
 /// A driver's entry in `nenyax drivers`.
 #[derive(Debug, Clone, Serialize)]
@@ -94,6 +91,7 @@ impl Registry {
         r.register(Box::new(crate::bridge::drivers::verifiers()));
         r.register(Box::new(crate::drivers::openenv::OpenEnvDriver));
         r.register(Box::new(crate::drivers::nemo_gym::NemoGymDriver));
+        r.register(Box::new(crate::drivers::harbor::HarborDriver));
         r
     }
 

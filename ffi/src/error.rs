@@ -106,6 +106,7 @@ fn status_of(e: &Error) -> nenyax_status_t {
         Error::Capacity { .. } => NENYAX_STATUS_CAPACITY,
         Error::Config(_) => NENYAX_STATUS_CONFIG,
         Error::Io { .. } => NENYAX_STATUS_IO,
+        Error::Sandbox(_) => NENYAX_STATUS_ENVIRONMENT,
         Error::CudaUnavailable(_) => NENYAX_STATUS_CUDA_UNAVAILABLE,
         Error::Cuda(_) => NENYAX_STATUS_CUDA,
     }

@@ -566,6 +566,211 @@ pub unsafe extern "C" fn nenyax_check_uri(
 }
 
 // ---------------------------------------------------------------------------------------------
+// sandboxes
+
+/// A sandbox (process or jail backend). Not thread-safe for concurrent writes of the same
+/// paths; commands may run from one thread at a time per handle.
+pub struct nenyax_sandbox_t {
+    sb: nenyax_core::sandbox::Sandbox,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct SandboxJson {
+    backend: Option<String>,
+    cpu_s: Option<u64>,
+    memory_bytes: Option<u64>,
+    open_files: Option<u64>,
+    processes: Option<u64>,
+    file_size_bytes: Option<u64>,
+    wall_s: Option<f64>,
+    output_bytes: Option<usize>,
+    network: Option<bool>,
+    workdir: Option<String>,
+    root: Option<bool>,
+    #[serde(default)]
+    env: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    extra_dirs: Vec<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ExecJson {
+    #[serde(default)]
+    argv: Vec<String>,
+    shell: Option<String>,
+    cwd: Option<String>,
+    #[serde(default)]
+    env: std::collections::BTreeMap<String, String>,
+    stdin: Option<String>,
+    timeout_s: Option<f64>,
+}
+
+unsafe fn sandbox_ref<'a>(
+    sb: *const nenyax_sandbox_t,
+) -> FfiResult<&'a nenyax_core::sandbox::Sandbox> {
+    sb.as_ref()
+        .map(|s| &s.sb)
+        .ok_or_else(|| invalid("sandbox is NULL".into()))
+}
+
+fn seconds(s: f64, what: &str) -> FfiResult<std::time::Duration> {
+    std::time::Duration::try_from_secs_f64(s).map_err(|_| {
+        invalid(format!(
+            "{what} must be a non-negative number of seconds, got {s}"
+        ))
+    })
+}
+
+/// Create a sandbox. Options (may be NULL): {"backend": "process"|"jail" (default process),
+/// "cpu_s", "memory_bytes", "open_files", "processes", "file_size_bytes", "wall_s",
+/// "output_bytes", "network", "workdir", "root", "env": {..}, "extra_dirs": [..]}.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_sandbox_new(
+    options_json: *const c_char,
+    options_len: usize,
+    out: *mut *mut nenyax_sandbox_t,
+) -> *mut nenyax_error_t {
+    use nenyax_core::sandbox::{BackendKind, Sandbox, SandboxConfig};
+    boundary(|| {
+        need_out(out)?;
+        let o: SandboxJson = options(options_json, options_len, "options_json")?;
+        let kind = BackendKind::parse(o.backend.as_deref().unwrap_or("process"))?;
+        let mut c = SandboxConfig::new(kind);
+        let l = &mut c.limits;
+        l.cpu_s = o.cpu_s.or(l.cpu_s);
+        l.memory_bytes = o.memory_bytes.or(l.memory_bytes);
+        l.open_files = o.open_files.or(l.open_files);
+        l.processes = o.processes.or(l.processes);
+        l.file_size_bytes = o.file_size_bytes.or(l.file_size_bytes);
+        if let Some(w) = o.wall_s {
+            l.wall = seconds(w, "wall_s")?;
+        }
+        l.output_bytes = o.output_bytes.unwrap_or(l.output_bytes);
+        c.network = o.network.unwrap_or(false);
+        c.root = o.root.unwrap_or(false);
+        if let Some(w) = o.workdir {
+            c.workdir = w;
+        }
+        c.env = o.env;
+        c.extra_dirs = o.extra_dirs;
+        out_param(
+            out,
+            boxed(nenyax_sandbox_t {
+                sb: Sandbox::create(c)?,
+            }),
+        )
+    })
+}
+
+/// Run a command: {"argv": [..]} or {"shell": "..."}, plus optional "cwd", "env", "stdin"
+/// (text) and "timeout_s". `out` receives the result as JSON: exit_code, signal, stdout,
+/// stderr, dropped_bytes, duration_s, killed ("timeout"|"cpu_limit"|"file_size_limit"|
+/// "signal"|null). A command that fails or is killed is not an error; one that cannot start is.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_sandbox_exec(
+    sandbox: *const nenyax_sandbox_t,
+    exec_json: *const c_char,
+    exec_len: usize,
+    out: *mut nenyax_string_t,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        let sb = sandbox_ref(sandbox)?;
+        need_out(out)?;
+        let e: ExecJson =
+            from_json_object(str_arg(exec_json, exec_len, "exec_json")?, "exec_json")?;
+        let exec = nenyax_core::sandbox::Exec {
+            argv: e.argv,
+            shell: e.shell,
+            cwd: e.cwd,
+            env: e.env,
+            stdin: e.stdin.map(String::into_bytes),
+            timeout: e.timeout_s.map(|t| seconds(t, "timeout_s")).transpose()?,
+        };
+        out_param(out, json_out(&sb.exec(&exec)?))
+    })
+}
+
+/// Write `len` bytes to a sandbox path (parents created) with Unix mode `mode`.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_sandbox_put(
+    sandbox: *const nenyax_sandbox_t,
+    path: *const c_char,
+    path_len: usize,
+    data: *const u8,
+    len: usize,
+    mode: u32,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        let sb = sandbox_ref(sandbox)?;
+        let path = str_arg(path, path_len, "path")?;
+        let bytes = slice_arg(data, len, "data")?;
+        sb.put(path, bytes, mode)?;
+        Ok(())
+    })
+}
+
+/// Read a sandbox file into `out` (its bytes; a NUL byte in the file becomes "\u0000").
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_sandbox_get(
+    sandbox: *const nenyax_sandbox_t,
+    path: *const c_char,
+    path_len: usize,
+    out: *mut nenyax_string_t,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        let sb = sandbox_ref(sandbox)?;
+        need_out(out)?;
+        let bytes = sb.get(str_arg(path, path_len, "path")?)?;
+        out_param(
+            out,
+            to_string_out(String::from_utf8_lossy(&bytes).into_owned()),
+        )
+    })
+}
+
+/// List a sandbox directory as JSON: [{"name", "dir", "size"}], sorted by name.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_sandbox_list(
+    sandbox: *const nenyax_sandbox_t,
+    path: *const c_char,
+    path_len: usize,
+    out: *mut nenyax_string_t,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        let sb = sandbox_ref(sandbox)?;
+        need_out(out)?;
+        let entries = sb.list(str_arg(path, path_len, "path")?)?;
+        out_param(out, json_out(&entries))
+    })
+}
+
+/// A new sandbox with the same configuration and a copy of this one's files.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_sandbox_fork(
+    sandbox: *const nenyax_sandbox_t,
+    out: *mut *mut nenyax_sandbox_t,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        let sb = sandbox_ref(sandbox)?;
+        need_out(out)?;
+        out_param(out, boxed(nenyax_sandbox_t { sb: sb.fork()? }))
+    })
+}
+
+/// Destroy a sandbox (kill what is left, remove its files) and free it; NULL is a no-op.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_sandbox_free(sandbox: *mut nenyax_sandbox_t) {
+    quietly(|| {
+        if !sandbox.is_null() {
+            let _ = Box::from_raw(sandbox).sb.destroy();
+        }
+        Ok(())
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
 // sessions
 
 /// Open a step-mode session. Options (may be NULL): {"task": TaskRef, "seed": int}.

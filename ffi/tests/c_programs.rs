@@ -282,7 +282,7 @@ fn test_acceptance_linked_statically() {
 mod nemo_gym_server;
 
 /// Programs that need a peer started first, each with its own `#[test]` below.
-const WITH_PEERS: &[&str] = &["test_nemo_gym_tool"];
+const WITH_PEERS: &[&str] = &["test_nemo_gym_tool", "test_sandbox"];
 
 /// A NeMo Gym tool task from C, against a real counter resources server started here.
 #[test]
@@ -300,6 +300,24 @@ fn test_nemo_gym_tool() {
         "test_nemo_gym_tool",
         Link::Shared,
         &[("NENYAX_TEST_NEMO_GYM_URI", uri)],
+    );
+}
+
+/// Sandboxes from C, and a Harbor task (Harbor's simple-task example) with oracle and nop
+/// when the jail backend is ready here.
+#[test]
+fn test_sandbox() {
+    let task = root().join("tests/harbor_tasks/simple-task");
+    let jail = nenyax_core::sandbox::BackendKind::Jail.ready().is_ok();
+    let task = if jail {
+        task.display().to_string()
+    } else {
+        String::new()
+    };
+    run_c_program_with(
+        "test_sandbox",
+        Link::Shared,
+        &[("NENYAX_TEST_HARBOR_TASK", task)],
     );
 }
 

@@ -43,8 +43,10 @@ static void uris(void)
                  NENYAX_STATUS_INVALID_URI);
     CHECK_STATUS_MSG(nenyax_env_load(S("bultin:arithmetic"), &env), NENYAX_STATUS_UNKNOWN_SCHEME,
                      "builtin");
-    CHECK_STATUS(nenyax_env_load(S("harbor:./tasks/x"), &env),
+    CHECK_STATUS(nenyax_env_load(S("verifiers:gsm8k?python=/nonexistent/python3"), &env),
                  NENYAX_STATUS_DRIVER_UNAVAILABLE);
+    CHECK_STATUS_MSG(nenyax_env_load(S("harbor:./tasks/x"), &env), NENYAX_STATUS_ENVIRONMENT,
+                     "is not a directory");
     CHECK_STATUS_MSG(nenyax_env_load(S("builtin:nope"), &env), NENYAX_STATUS_UNKNOWN_TARGET,
                      "arithmetic");
     CHECK_STATUS_MSG(nenyax_env_load(S("builtin:arithmetic?sise=3"), &env),

@@ -1,0 +1,606 @@
+//! Harbor / Terminal-Bench tasks in task mode: `harbor:<task dir>` or `harbor:<dir of tasks>`.
+//!
+//! A task's environment (environment/Dockerfile) is rebuilt as a jail when the Dockerfile
+//! needs no more than a base image (the host's root file system stands in for it), WORKDIR,
+//! ENV, COPY and RUN lines that only install packages the host already has; anything else is
+//! a typed error saying a container backend is needed. The agent (the oracle, nop, or a
+//! terminus-style loop around any ChatModel) works in the jail, then tests/ is placed at
+//! /tests and test.sh runs with the verifier timeout; reward.json (every key a component) or
+//! reward.txt is the judgment. Multi-step tasks run their steps in one jail, each with its own
+//! reward, stopping early below a step's `min_reward`.
+
+mod task;
+pub mod terminus;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Map, Value};
+
+use crate::contract::{
+    Isolation, JudgeSource, Judgment, Manifest, Mode, Observation, Step, TaskRef, Trajectory,
+};
+use crate::env::{Environment, RolloutOptions};
+use crate::error::{Error, Result};
+use crate::policy::Policy;
+use crate::router::{Driver, Readiness};
+use crate::sandbox::{BackendKind, Exec, Sandbox, SandboxConfig};
+use crate::uri::{ParamKind, ParamSpec, Params, Uri};
+
+pub use task::{HarborStep, HarborTask};
+
+const SCHEME: &str = "harbor";
+
+/// The `harbor:` driver.
+#[derive(Debug, Default)]
+pub struct HarborDriver;
+
+impl Driver for HarborDriver {
+    fn scheme(&self) -> &'static str {
+        SCHEME
+    }
+
+    fn format(&self) -> &'static str {
+        "harbor"
+    }
+
+    fn summary(&self) -> &'static str {
+        "Harbor / Terminal-Bench task directories in a jail: harbor:path/to/task (or a folder of tasks)"
+    }
+
+    fn params(&self, _target: &str) -> Vec<ParamSpec> {
+        vec![
+            ParamSpec {
+                name: "backend",
+                kind: ParamKind::Str,
+                default: "jail",
+                help: "sandbox backend; tasks use absolute /app, /tests, /logs paths, so only `jail` works",
+            },
+            ParamSpec {
+                name: "offline",
+                kind: ParamKind::Bool,
+                default: "true",
+                help: "test scripts that download uv/pytest run the preinstalled `python3 -m pytest` instead",
+            },
+            ParamSpec {
+                name: "max_turns",
+                kind: ParamKind::Int { min: 1, max: 10_000 },
+                default: "30",
+                help: "model turns of the terminus agent",
+            },
+        ]
+    }
+
+    fn readiness(&self) -> Readiness {
+        match BackendKind::Jail.ready() {
+            Ok(()) => Readiness::Ready,
+            Err(why) => Readiness::Missing(format!("the jail sandbox backend: {why}")),
+        }
+    }
+
+    fn load(&self, uri: &Uri) -> Result<Arc<dyn Environment>> {
+        let params = Params::check(SCHEME, uri, &self.params(&uri.target))?;
+        let backend = BackendKind::parse(&params.string("backend", "jail"))?;
+        if backend != BackendKind::Jail {
+            return Err(Error::InvalidParameter {
+                driver: SCHEME.into(),
+                param: "backend".into(),
+                value: backend.name().into(),
+                expected: "`jail`: Harbor tasks write and test absolute paths (/app, /tests, \
+                           /logs) that only a jail (or a container) provides"
+                    .into(),
+            });
+        }
+        let root = PathBuf::from(&uri.target);
+        let tasks = task::discover(&root)?;
+        let name = root
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| uri.target.clone());
+        let mut m = Manifest::new(&uri.raw, name, SCHEME, Mode::Task);
+        m.capabilities.resettable = true;
+        m.capabilities.text = true;
+        m.capabilities.isolation = Isolation::Jail;
+        m.num_tasks = Some(tasks.len() as u64);
+        m.license = None;
+        m.description = Some(format!(
+            "{} Harbor task(s) from {}",
+            tasks.len(),
+            root.display()
+        ));
+        Ok(Arc::new(HarborEnv {
+            manifest: m,
+            tasks,
+            backend,
+            offline: params
+                .get("offline")
+                .and_then(Value::as_bool)
+                .unwrap_or(true),
+            max_turns: params.int("max_turns", 30) as usize,
+        }))
+    }
+}
+
+/// A loaded set of Harbor tasks.
+pub struct HarborEnv {
+    manifest: Manifest,
+    tasks: Vec<HarborTask>,
+    backend: BackendKind,
+    offline: bool,
+    max_turns: usize,
+}
+
+impl HarborEnv {
+    fn task(&self, t: Option<&TaskRef>, seed: Option<i64>) -> Result<&HarborTask> {
+        match t {
+            Some(t) => {
+                self.tasks
+                    .iter()
+                    .find(|x| x.name == t.id)
+                    .ok_or_else(|| Error::UnknownTarget {
+                        driver: SCHEME.into(),
+                        target: t.id.clone(),
+                        available: self.tasks.iter().map(|x| x.name.clone()).collect(),
+                    })
+            }
+            None => {
+                let i =
+                    crate::env::task_index(&self.manifest.id, self.tasks.len() as u64, None, seed)?;
+                Ok(&self.tasks[i as usize])
+            }
+        }
+    }
+
+    /// Create the task's jail: private dirs, COPY'd files, /logs layout.
+    fn sandbox(&self, task: &HarborTask) -> Result<Sandbox> {
+        let mut cfg = SandboxConfig::new(self.backend);
+        cfg.workdir = task.workdir.clone();
+        cfg.env = task.env.clone();
+        cfg.network = false;
+        cfg.extra_dirs = task.extra_dirs.clone();
+        cfg.limits.wall = Duration::from_secs(3600);
+        let sb = Sandbox::create(cfg)?;
+        for (src, dst) in &task.copies {
+            if src.is_dir() {
+                sb.put_dir(src, dst)?;
+            } else {
+                let data = std::fs::read(src)
+                    .map_err(|e| Error::io(format!("read COPY source {}", src.display()), e))?;
+                let dst = if dst.ends_with('/') {
+                    format!(
+                        "{dst}{}",
+                        src.file_name().unwrap_or_default().to_string_lossy()
+                    )
+                } else {
+                    dst.clone()
+                };
+                sb.put(&dst, &data, 0o644)?;
+            }
+        }
+        for d in ["/logs/agent", "/logs/verifier", "/logs/artifacts"] {
+            sb.put(&format!("{d}/.keep"), b"", 0o644)?;
+            sb.remove(&format!("{d}/.keep"))?;
+        }
+        if sb
+            .host_path(&task.workdir)
+            .map(|p| !p.exists())
+            .unwrap_or(false)
+        {
+            sb.put(&format!("{}/.keep", task.workdir), b"", 0o644)?;
+            sb.remove(&format!("{}/.keep", task.workdir))?;
+        }
+        Ok(sb)
+    }
+
+    /// Run the verifier of `step`; the reward components it wrote.
+    fn verify(
+        &self,
+        sb: &Sandbox,
+        task: &HarborTask,
+        step: &HarborStep,
+    ) -> Result<(Map<String, Value>, String)> {
+        for f in ["reward.txt", "reward.json"] {
+            sb.remove(&format!("/logs/verifier/{f}"))?;
+        }
+        sb.remove("/tests")?;
+        sb.put("/tests/.keep", b"", 0o644)?;
+        sb.remove("/tests/.keep")?;
+        put_all(sb, &step.tests)?;
+        let mut exec = Exec::shell(&step.test_command).timeout(step.verifier_timeout);
+        exec.env = step.verifier_env.clone();
+        if self.offline {
+            install_offline_shims(sb)?;
+            exec.env.insert(
+                "PATH".into(),
+                format!(
+                    "/tmp/.nenyax/bin:{}",
+                    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+                ),
+            );
+        }
+        let r = sb.exec(&exec)?;
+        let log = format!("{}{}", r.stdout, r.stderr);
+        sb.put("/logs/verifier/test-stdout.txt", log.as_bytes(), 0o644)?;
+        if let Some(k) = r.killed {
+            if k == crate::sandbox::Killed::Timeout {
+                return Err(Error::Environment(format!(
+                    "{}: step `{}`: the verifier ran past its {}s timeout; output: {}",
+                    task.name,
+                    step.name,
+                    step.verifier_timeout.as_secs_f64(),
+                    tail(&log, 2000)
+                )));
+            }
+        }
+        let rewards = read_rewards(sb).map_err(|why| {
+            Error::Environment(format!(
+                "{}: step `{}`: {why}; test output: {}",
+                task.name,
+                step.name,
+                tail(&log, 2000)
+            ))
+        })?;
+        Ok((rewards, log))
+    }
+}
+
+fn tail(s: &str, n: usize) -> &str {
+    let mut i = s.len().saturating_sub(n);
+    while !s.is_char_boundary(i) {
+        i += 1;
+    }
+    &s[i..]
+}
+
+/// `reward.json` (an object of finite numbers, or a bare number) else `reward.txt`.
+fn read_rewards(sb: &Sandbox) -> std::result::Result<Map<String, Value>, String> {
+    if let Ok(raw) = sb.get("/logs/verifier/reward.json") {
+        let v: Value = serde_json::from_slice(&raw)
+            .map_err(|e| format!("/logs/verifier/reward.json is not JSON: {e}"))?;
+        let mut out = Map::new();
+        match v {
+            Value::Object(o) => {
+                for (k, v) in o {
+                    match v.as_f64() {
+                        Some(x) if x.is_finite() => {
+                            out.insert(k, json!(x));
+                        }
+                        _ => {
+                            return Err(format!(
+                                "reward.json key `{k}` is not a finite number: {v}"
+                            ))
+                        }
+                    }
+                }
+            }
+            Value::Number(n) => {
+                out.insert("reward".into(), json!(n.as_f64().unwrap_or(f64::NAN)));
+            }
+            other => {
+                return Err(format!(
+                    "reward.json must be an object or a number, not {other}"
+                ))
+            }
+        }
+        if out.is_empty() {
+            return Err("reward.json has no rewards".into());
+        }
+        return Ok(out);
+    }
+    match sb.get("/logs/verifier/reward.txt") {
+        Ok(raw) => {
+            let text = String::from_utf8_lossy(&raw);
+            let x: f64 = text.trim().parse().map_err(|_| {
+                format!(
+                    "/logs/verifier/reward.txt holds `{}`, not a number",
+                    text.trim()
+                )
+            })?;
+            if !x.is_finite() {
+                return Err(format!("reward.txt holds a non-finite reward {x}"));
+            }
+            let mut out = Map::new();
+            out.insert("reward".into(), json!(x));
+            Ok(out)
+        }
+        Err(_) => Err(
+            "tests/test.sh wrote neither /logs/verifier/reward.json nor /logs/verifier/reward.txt"
+                .into(),
+        ),
+    }
+}
+
+/// Stand-ins for the network installers test scripts use (apt-get, curl | sh for uv, uvx),
+/// so that `uvx --with pytest... pytest ARGS` runs the preinstalled `python3 -m pytest ARGS`.
+fn install_offline_shims(sb: &Sandbox) -> Result<()> {
+    let apt = "#!/bin/sh\necho \"nenyax offline mode: skipped apt-get $*\" >&2\nexit 0\n";
+    let curl = "#!/bin/sh\ncase \"$*\" in *astral.sh*) echo 'nenyax offline mode: skipped the uv installer' >&2; exit 0;; esac\nexec /usr/bin/curl \"$@\"\n";
+    let uvx = r#"#!/bin/bash
+# nenyax offline mode: `uvx --with X... pytest ARGS` runs the preinstalled `python3 -m pytest ARGS`.
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --with|-w|--from|--python|-p) shift 2 ;;
+    --with=*|--from=*|--python=*) shift ;;
+    *) break ;;
+  esac
+done
+tool="$1"; shift
+if [ "$tool" != pytest ]; then
+  echo "nenyax offline mode: uvx $tool is not available offline" >&2
+  exit 127
+fi
+args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --ctrf) shift 2 ;;
+    --ctrf=*) shift ;;
+    *) args+=("$1"); shift ;;
+  esac
+done
+exec python3 -m pytest -p no:cacheprovider "${args[@]}"
+"#;
+    sb.put("/tmp/.nenyax/bin/apt-get", apt.as_bytes(), 0o755)?;
+    sb.put("/tmp/.nenyax/bin/apt", apt.as_bytes(), 0o755)?;
+    sb.put("/tmp/.nenyax/bin/curl", curl.as_bytes(), 0o755)?;
+    sb.put("/tmp/.nenyax/bin/uvx", uvx.as_bytes(), 0o755)?;
+    sb.put(
+        "/tmp/.local/bin/env",
+        b"# nenyax offline mode: uv is not installed\n",
+        0o644,
+    )?;
+    Ok(())
+}
+
+impl Environment for HarborEnv {
+    fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    fn tasks(&self, limit: Option<usize>) -> Result<Vec<TaskRef>> {
+        Ok(self
+            .tasks
+            .iter()
+            .take(limit.unwrap_or(usize::MAX))
+            .map(|t| {
+                let mut r = TaskRef::new(&t.name);
+                r.prompt = Some(t.steps[0].instruction.clone());
+                r
+            })
+            .collect())
+    }
+
+    fn reference_policy(&self, _task: Option<&TaskRef>) -> Option<Policy> {
+        Some(Policy::Native("oracle".into()))
+    }
+
+    fn null_policy(&self, _task: Option<&TaskRef>) -> Option<Policy> {
+        Some(Policy::Native("nop".into()))
+    }
+
+    fn drive(&self, policy: &Policy, opts: &RolloutOptions, traj: &mut Trajectory) -> Result<()> {
+        let task = self.task(opts.task.as_ref(), opts.seed)?;
+        if traj.task.is_none() {
+            traj.task = Some(TaskRef::new(&task.name));
+        }
+        let agent_name =
+            match policy {
+                Policy::Native(n) if n == "oracle" || n == "nop" => n.clone(),
+                Policy::Native(n) => {
+                    return Err(Error::PolicyMismatch(format!(
+                    "Harbor has native agents `oracle` and `nop`, not `{n}`; pass a chat model for \
+                     the terminus agent"
+                )))
+                }
+                Policy::Chat(_) => "terminus".into(),
+                Policy::Action(_) => return Err(Error::PolicyMismatch(
+                    "Harbor tasks are driven by an agent: pass Policy::Native(\"oracle\"|\"nop\") \
+                     or a chat model, not an action policy"
+                        .into(),
+                )),
+            };
+        traj.initial_observation = Some(Observation::text(task.steps[0].instruction.clone()));
+        traj.metadata.insert("agent".into(), json!(agent_name));
+        traj.metadata
+            .insert("sandbox".into(), json!(self.backend.name()));
+        let sb = self.sandbox(task)?;
+        let recording = match policy {
+            Policy::Chat(model) => Some(
+                crate::recorder::ModelServer::global()?
+                    .record(crate::recorder::Backend::for_model(model.clone())),
+            ),
+            _ => None,
+        };
+        let mut components = Map::new();
+        let mut step_scores: Vec<f64> = Vec::new();
+        let mut details = Map::new();
+        let mut stopped_early = None;
+        let result: Result<()> = (|| {
+            for (i, step) in task.steps.iter().enumerate() {
+                // Step-scoped files and setup.
+                if let Some(wd) = &step.workdir_files {
+                    sb.put_dir(wd, &task.workdir)?;
+                    if sb.get(&format!("{}/setup.sh", task.workdir)).is_ok() {
+                        let r = sb.exec(&Exec::shell(format!("bash {}/setup.sh", task.workdir)))?;
+                        if !r.ok() {
+                            return Err(Error::Environment(format!(
+                                "{}: step `{}`: workdir/setup.sh failed: {}",
+                                task.name, step.name, r.stderr
+                            )));
+                        }
+                    }
+                }
+                if let Some((cmd, retries, interval)) = &step.healthcheck {
+                    let mut ok = false;
+                    for _ in 0..*retries {
+                        if sb
+                            .exec(&Exec::shell(cmd).timeout(Duration::from_secs(30)))?
+                            .ok()
+                        {
+                            ok = true;
+                            break;
+                        }
+                        std::thread::sleep(*interval);
+                    }
+                    if !ok {
+                        return Err(Error::Environment(format!(
+                            "{}: step `{}`: the healthcheck `{cmd}` failed {retries} times",
+                            task.name, step.name
+                        )));
+                    }
+                }
+                let t0 = Instant::now();
+                let agent_out = match agent_name.as_str() {
+                    "oracle" => self.run_oracle(&sb, task, step)?,
+                    "nop" => String::new(),
+                    _ => {
+                        let Policy::Chat(model) = policy else {
+                            unreachable!()
+                        };
+                        let rec = recording.as_ref().expect("made for chat policies");
+                        terminus::run(
+                            &sb,
+                            model.as_ref(),
+                            rec.base_url(),
+                            &step.instruction,
+                            step.agent_timeout,
+                            self.max_turns,
+                            traj,
+                        )?
+                    }
+                };
+                let agent_s = t0.elapsed().as_secs_f64();
+                let (rewards, log) = self.verify(&sb, task, step)?;
+                let score =
+                    rewards.values().filter_map(Value::as_f64).sum::<f64>() / rewards.len() as f64;
+                if task.steps.len() == 1 {
+                    components = rewards.clone();
+                } else {
+                    components.insert(step.name.clone(), json!(score));
+                    if rewards.len() > 1 {
+                        for (k, v) in &rewards {
+                            components.insert(format!("{}.{k}", step.name), v.clone());
+                        }
+                    }
+                }
+                step_scores.push(score);
+                let mut info = Map::new();
+                info.insert("step".into(), json!(step.name));
+                info.insert("rewards".into(), Value::Object(rewards));
+                info.insert("agent_s".into(), json!(agent_s));
+                info.insert("verifier_output".into(), json!(tail(&log, 4000)));
+                traj.steps.push(Step {
+                    action: json!({"agent": agent_name, "step": step.name}),
+                    observation: Observation::text(tail(&agent_out, 4000).to_string()),
+                    reward: score,
+                    terminated: i + 1 == task.steps.len(),
+                    truncated: false,
+                    info,
+                });
+                if let Some(min) = step.min_reward {
+                    if score < min && i + 1 < task.steps.len() {
+                        stopped_early = Some(format!(
+                            "step `{}` scored {score} below its min_reward {min}",
+                            step.name
+                        ));
+                        if let Some(last) = traj.steps.last_mut() {
+                            last.terminated = true;
+                        }
+                        for rest in &task.steps[i + 1..] {
+                            components.insert(rest.name.clone(), json!(0.0));
+                        }
+                        break;
+                    }
+                }
+            }
+            Ok(())
+        })();
+        if let Some(rec) = &recording {
+            traj.model_calls = rec.take();
+        }
+        result?;
+        let n = task.steps.len() as f64;
+        let score = step_scores.iter().sum::<f64>() / n;
+        details.insert("steps".into(), json!(task.steps.len()));
+        if let Some(why) = stopped_early {
+            details.insert("stopped_early".into(), json!(why));
+        }
+        let mut j = Judgment::new(
+            score,
+            JudgeSource::Tests,
+            format!("harbor:{}/tests/test.sh", task.name),
+        )?
+        .with_passed(score >= 1.0);
+        j.components = components;
+        for (k, v) in details {
+            j = j.with_detail(&k, v);
+        }
+        traj.judgment = Some(j);
+        sb.destroy()?;
+        Ok(())
+    }
+}
+
+impl HarborEnv {
+    /// Harbor's oracle: solution/ at /solution, `bash /solution/solve.sh` from the workdir.
+    fn run_oracle(&self, sb: &Sandbox, task: &HarborTask, step: &HarborStep) -> Result<String> {
+        if step.solution.is_empty() {
+            return Err(Error::Environment(format!(
+                "{}: step `{}` has no solution/solve.sh, so the oracle cannot run",
+                task.name, step.name
+            )));
+        }
+        sb.remove("/solution")?;
+        put_all(sb, &step.solution)?;
+        let mut exec = Exec::shell(&step.solve_command).timeout(step.agent_timeout);
+        exec.env = task.solution_env.clone();
+        exec.env
+            .insert("DEBIAN_FRONTEND".into(), "noninteractive".into());
+        let r = sb.exec(&exec)?;
+        let out = format!("{}{}", r.stdout, r.stderr);
+        sb.put("/logs/agent/oracle.txt", out.as_bytes(), 0o644)?;
+        Ok(out)
+    }
+}
+
+/// Upload files and directories (host path, sandbox path), keeping file modes.
+fn put_all(sb: &Sandbox, items: &[(PathBuf, String)]) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    for (host, at) in items {
+        if host.is_dir() {
+            sb.put_dir(host, at)?;
+        } else {
+            let data = std::fs::read(host)
+                .map_err(|e| Error::io(format!("harbor: read {}", host.display()), e))?;
+            let mode = std::fs::metadata(host)
+                .map(|m| m.permissions().mode() & 0o777)
+                .unwrap_or(0o644);
+            sb.put(at, &data, mode)?;
+        }
+    }
+    Ok(())
+}
+
+/// Read a required UTF-8 file of a task.
+pub(crate) fn read_text(p: &Path) -> Result<String> {
+    std::fs::read_to_string(p).map_err(|e| Error::io(format!("harbor: read {}", p.display()), e))
+}
+
+/// `BTreeMap` from a TOML table of strings.
+pub(crate) fn string_table(v: Option<&toml::Value>) -> BTreeMap<String, String> {
+    v.and_then(toml::Value::as_table)
+        .map(|t| {
+            t.iter()
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        v.as_str()
+                            .map(str::to_string)
+                            .unwrap_or_else(|| v.to_string()),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}

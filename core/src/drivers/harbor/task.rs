@@ -1,0 +1,506 @@
+//! Reading Harbor task directories (task.toml) and old Terminal-Bench ones (task.yaml).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::{read_text, string_table};
+use crate::error::{Error, Result};
+use crate::sandbox::PRIVATE_DIRS;
+
+/// One task, ready to run.
+#[derive(Debug, Clone)]
+pub struct HarborTask {
+    /// The task's id: its directory name.
+    pub name: String,
+    /// Its directory.
+    pub dir: PathBuf,
+    /// The working directory (Dockerfile WORKDIR, `[environment].workdir`, else `/app`).
+    pub workdir: String,
+    /// Environment of every command (Dockerfile ENV, then `[environment.env]`).
+    pub env: BTreeMap<String, String>,
+    /// Dockerfile COPY lines: host source, sandbox destination.
+    pub copies: Vec<(PathBuf, String)>,
+    /// Top-level directories beyond the standard ones that COPY or WORKDIR need.
+    pub extra_dirs: Vec<String>,
+    /// `[solution.env]`.
+    pub solution_env: BTreeMap<String, String>,
+    /// The steps (one for a single-step task).
+    pub steps: Vec<HarborStep>,
+}
+
+/// One step of a task.
+#[derive(Debug, Clone)]
+pub struct HarborStep {
+    /// The step's name (`main` for single-step tasks).
+    pub name: String,
+    /// What the agent is asked.
+    pub instruction: String,
+    /// The agent's time limit.
+    pub agent_timeout: Duration,
+    /// The verifier's time limit.
+    pub verifier_timeout: Duration,
+    /// The verifier's environment.
+    pub verifier_env: BTreeMap<String, String>,
+    /// Early stop below this reward.
+    pub min_reward: Option<f64>,
+    /// What goes into /tests: host path (file or directory), sandbox path.
+    pub tests: Vec<(PathBuf, String)>,
+    /// The verifier command.
+    pub test_command: String,
+    /// What goes into /solution for the oracle; empty when the step has no solution.
+    pub solution: Vec<(PathBuf, String)>,
+    /// The oracle's command.
+    pub solve_command: String,
+    /// Files uploaded to the workdir before the agent runs (`steps/<name>/workdir/`).
+    pub workdir_files: Option<PathBuf>,
+    /// A command that must succeed before the agent starts, with its retries and interval.
+    pub healthcheck: Option<(String, u32, Duration)>,
+}
+
+/// The tasks at `root`: one task directory, or a directory whose sub-directories are tasks.
+pub fn discover(root: &Path) -> Result<Vec<HarborTask>> {
+    let is_task = |p: &Path| p.join("task.toml").is_file() || p.join("task.yaml").is_file();
+    if !root.is_dir() {
+        return Err(Error::Environment(format!(
+            "harbor: {} is not a directory; give a task directory (with task.toml or task.yaml) \
+             or a directory of them",
+            root.display()
+        )));
+    }
+    if is_task(root) {
+        return Ok(vec![load(root)?]);
+    }
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root)
+        .map_err(|e| Error::io(format!("harbor: list {}", root.display()), e))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| is_task(p))
+        .collect();
+    dirs.sort();
+    if dirs.is_empty() {
+        return Err(Error::Environment(format!(
+            "harbor: {} holds no task (no task.toml or task.yaml in it or its sub-directories)",
+            root.display()
+        )));
+    }
+    dirs.iter().map(|d| load(d)).collect()
+}
+
+fn secs(v: Option<&toml::Value>, default: f64) -> Duration {
+    let s = v
+        .and_then(|v| v.as_float().or_else(|| v.as_integer().map(|i| i as f64)))
+        .unwrap_or(default);
+    Duration::from_secs_f64(s.max(0.001))
+}
+
+fn get<'a>(t: &'a toml::Value, path: &[&str]) -> Option<&'a toml::Value> {
+    let mut cur = t;
+    for p in path {
+        cur = cur.get(p)?;
+    }
+    Some(cur)
+}
+
+/// Load one task directory.
+pub fn load(dir: &Path) -> Result<HarborTask> {
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| dir.display().to_string());
+    if !dir.join("task.toml").is_file() {
+        return load_terminal_bench(dir, name);
+    }
+    let raw = read_text(&dir.join("task.toml"))?;
+    let cfg: toml::Value = toml::from_str(&raw).map_err(|e| {
+        Error::Environment(format!(
+            "harbor: {}/task.toml is not valid TOML: {e}",
+            dir.display()
+        ))
+    })?;
+    let env_dir = dir.join("environment");
+    let mut image = if env_dir.join("Dockerfile").is_file() {
+        parse_dockerfile(&env_dir.join("Dockerfile"), &env_dir)?
+    } else if get(&cfg, &["environment", "docker_image"]).is_some() {
+        return Err(needs_container(
+            &name,
+            "it names a prebuilt docker_image, which only a container backend can run",
+        ));
+    } else {
+        Image::default()
+    };
+    if let Some(w) = get(&cfg, &["environment", "workdir"]).and_then(|v| v.as_str()) {
+        image.workdir = Some(w.to_string());
+    }
+    for (k, v) in string_table(get(&cfg, &["environment", "env"])) {
+        image.env.insert(k, v);
+    }
+    let workdir = image.workdir.clone().unwrap_or_else(|| "/app".into());
+    let mut extra_dirs = image.extra_dirs.clone();
+    top_dir(&workdir, &name, &mut extra_dirs)?;
+    let agent_default = get(&cfg, &["agent", "timeout_sec"]);
+    let verifier_default = get(&cfg, &["verifier", "timeout_sec"]);
+    let verifier_env = string_table(get(&cfg, &["verifier", "env"]));
+    let test_command = "bash /tests/test.sh".to_string();
+    let solve_command = "bash /solution/solve.sh".to_string();
+    let mut steps = Vec::new();
+    match cfg.get("steps").and_then(|s| s.as_array()) {
+        Some(list) if !list.is_empty() => {
+            for s in list {
+                let sname = s
+                    .get("name")
+                    .and_then(|v| v.as_str())
+                    .ok_or_else(|| {
+                        Error::Environment(format!("harbor: {name}: a [[steps]] entry has no name"))
+                    })?
+                    .to_string();
+                let sdir = dir.join("steps").join(&sname);
+                let mut tests = Vec::new();
+                if dir.join("tests").is_dir() {
+                    tests.push((dir.join("tests"), "/tests".to_string()));
+                }
+                if sdir.join("tests").is_dir() {
+                    tests.push((sdir.join("tests"), "/tests".to_string()));
+                }
+                let solution = [sdir.join("solution"), dir.join("solution")]
+                    .into_iter()
+                    .find(|p| p.join("solve.sh").is_file())
+                    .map(|p| vec![(p, "/solution".to_string())])
+                    .unwrap_or_default();
+                let mut venv = verifier_env.clone();
+                venv.extend(string_table(get(s, &["verifier", "env"])));
+                let healthcheck = s.get("healthcheck").and_then(|h| {
+                    Some((
+                        h.get("command")?.as_str()?.to_string(),
+                        h.get("retries")
+                            .and_then(|r| r.as_integer())
+                            .unwrap_or(3)
+                            .max(1) as u32,
+                        secs(h.get("interval_sec"), 1.0),
+                    ))
+                });
+                steps.push(HarborStep {
+                    name: sname.clone(),
+                    instruction: read_text(&sdir.join("instruction.md"))?,
+                    agent_timeout: secs(
+                        get(s, &["agent", "timeout_sec"]).or(agent_default),
+                        3600.0,
+                    ),
+                    verifier_timeout: secs(
+                        get(s, &["verifier", "timeout_sec"]).or(verifier_default),
+                        600.0,
+                    ),
+                    verifier_env: venv,
+                    min_reward: s
+                        .get("min_reward")
+                        .and_then(|v| v.as_float().or_else(|| v.as_integer().map(|i| i as f64))),
+                    tests,
+                    test_command: test_command.clone(),
+                    solution,
+                    solve_command: solve_command.clone(),
+                    workdir_files: Some(sdir.join("workdir")).filter(|p| p.is_dir()),
+                    healthcheck,
+                });
+            }
+        }
+        _ => {
+            steps.push(HarborStep {
+                name: "main".into(),
+                instruction: read_text(&dir.join("instruction.md"))?,
+                agent_timeout: secs(agent_default, 3600.0),
+                verifier_timeout: secs(verifier_default, 600.0),
+                verifier_env,
+                min_reward: None,
+                tests: vec![(dir.join("tests"), "/tests".into())],
+                test_command,
+                solution: Some(dir.join("solution"))
+                    .filter(|p| p.join("solve.sh").is_file())
+                    .map(|p| vec![(p, "/solution".to_string())])
+                    .unwrap_or_default(),
+                solve_command,
+                workdir_files: None,
+                healthcheck: None,
+            });
+        }
+    }
+    Ok(HarborTask {
+        name,
+        dir: dir.to_path_buf(),
+        workdir,
+        env: image.env,
+        copies: image.copies,
+        extra_dirs,
+        solution_env: string_table(get(&cfg, &["solution", "env"])),
+        steps,
+    })
+}
+
+/// The old Terminal-Bench layout: task.yaml, Dockerfile, run-tests.sh, solution.sh, tests/.
+fn load_terminal_bench(dir: &Path, name: String) -> Result<HarborTask> {
+    let yaml = read_text(&dir.join("task.yaml"))?;
+    let instruction = yaml_field(&yaml, "instruction").ok_or_else(|| {
+        Error::Environment(format!(
+            "harbor: {}/task.yaml has no `instruction`",
+            dir.display()
+        ))
+    })?;
+    let num = |k: &str, d: f64| {
+        yaml_field(&yaml, k)
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(d)
+    };
+    let image = if dir.join("Dockerfile").is_file() {
+        parse_dockerfile(&dir.join("Dockerfile"), dir)?
+    } else {
+        Image::default()
+    };
+    let workdir = image.workdir.clone().unwrap_or_else(|| "/app".into());
+    let mut extra_dirs = image.extra_dirs.clone();
+    top_dir(&workdir, &name, &mut extra_dirs)?;
+    let mut tests = Vec::new();
+    if dir.join("tests").is_dir() {
+        tests.push((dir.join("tests"), "/tests".to_string()));
+    }
+    tests.push((dir.join("run-tests.sh"), "/tests/run-tests.sh".to_string()));
+    let mut verifier_env = BTreeMap::new();
+    verifier_env.insert("TEST_DIR".to_string(), "/tests".to_string());
+    Ok(HarborTask {
+        name,
+        dir: dir.to_path_buf(),
+        workdir,
+        env: image.env,
+        copies: image.copies,
+        extra_dirs,
+        solution_env: BTreeMap::new(),
+        steps: vec![HarborStep {
+            name: "main".into(),
+            instruction,
+            agent_timeout: Duration::from_secs_f64(num("max_agent_timeout_sec", 360.0)),
+            verifier_timeout: Duration::from_secs_f64(num("max_test_timeout_sec", 60.0)),
+            verifier_env,
+            min_reward: None,
+            tests,
+            // Harbor's mapper: the reward is run-tests.sh's exit status.
+            test_command: "bash /tests/run-tests.sh; if [ $? -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi".into(),
+            solution: Some(dir.join("solution.sh"))
+                .filter(|p| p.is_file())
+                .map(|p| vec![(p, "/solution/solve.sh".to_string())])
+                .unwrap_or_default(),
+            solve_command: "bash /solution/solve.sh".into(),
+            workdir_files: None,
+            healthcheck: None,
+        }],
+    })
+}
+
+/// A top-level `key: value` or `key: |` block from a YAML file (enough for task.yaml).
+fn yaml_field(yaml: &str, key: &str) -> Option<String> {
+    let lines: Vec<&str> = yaml.lines().collect();
+    let prefix = format!("{key}:");
+    let i = lines.iter().position(|l| l.starts_with(&prefix))?;
+    let rest = lines[i][prefix.len()..].trim();
+    if rest.starts_with('|') || rest.starts_with('>') {
+        let mut out = Vec::new();
+        let mut indent = None;
+        for l in &lines[i + 1..] {
+            if !l.trim().is_empty() && !l.starts_with(' ') && !l.starts_with('\t') {
+                break;
+            }
+            let n = l.len() - l.trim_start().len();
+            let ind = *indent.get_or_insert(n);
+            out.push(if l.len() >= ind { &l[ind..] } else { "" });
+        }
+        while out.last().is_some_and(|l| l.is_empty()) {
+            out.pop();
+        }
+        let sep = if rest.starts_with('>') { " " } else { "\n" };
+        let mut s = out.join(sep);
+        if !rest.contains('-') {
+            s.push('\n');
+        }
+        Some(s)
+    } else {
+        Some(rest.trim_matches('"').trim_matches('\'').to_string())
+    }
+}
+
+#[derive(Debug, Default)]
+struct Image {
+    workdir: Option<String>,
+    env: BTreeMap<String, String>,
+    copies: Vec<(PathBuf, String)>,
+    extra_dirs: Vec<String>,
+}
+
+fn needs_container(task: &str, why: &str) -> Error {
+    Error::Environment(format!(
+        "harbor: task `{task}` needs a container backend: {why}. The jail backend runs \
+         Dockerfiles made of FROM, WORKDIR, ENV, COPY and RUN lines that only install packages \
+         the host already has"
+    ))
+}
+
+fn top_dir(path: &str, task: &str, extra: &mut Vec<String>) -> Result<()> {
+    let first = path
+        .trim_start_matches('/')
+        .split('/')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    if !path.starts_with('/') || first.is_empty() || first == ".." || first.starts_with('.') {
+        return Err(needs_container(
+            task,
+            &format!("the path `{path}` is not a plain absolute path"),
+        ));
+    }
+    let system = [
+        "usr", "bin", "sbin", "lib", "lib64", "etc", "var", "opt", "root", "home", "dev", "proc",
+        "sys", "boot", "srv", "run", "mnt", "media",
+    ];
+    if system.contains(&first.as_str()) {
+        return Err(needs_container(
+            task,
+            &format!("it writes `{path}` inside the host's read-only system directories"),
+        ));
+    }
+    if !PRIVATE_DIRS.contains(&first.as_str()) && !extra.contains(&first) {
+        extra.push(first);
+    }
+    Ok(())
+}
+
+fn host_has_package(pkg: &str) -> bool {
+    std::process::Command::new("dpkg-query")
+        .args(["-W", "-f=${Status}", pkg])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).contains("install ok installed"))
+        .unwrap_or(false)
+}
+
+/// RUN lines the host already satisfies: apt-get update/install of installed packages and
+/// cleaning apt's lists.
+fn run_is_satisfied(cmd: &str) -> std::result::Result<(), String> {
+    for part in cmd.split("&&").map(str::trim) {
+        let words: Vec<&str> = part.split_whitespace().collect();
+        match words.as_slice() {
+            ["apt-get" | "apt", "update", ..] => {}
+            ["rm", "-rf", rest @ ..]
+                if rest.iter().all(|p| p.starts_with("/var/lib/apt/lists")) => {}
+            ["apt-get" | "apt", "install", rest @ ..] => {
+                for pkg in rest.iter().filter(|w| !w.starts_with('-')) {
+                    if !host_has_package(pkg) {
+                        return Err(format!(
+                            "RUN installs `{pkg}`, which this host does not have"
+                        ));
+                    }
+                }
+            }
+            _ => return Err(format!("RUN `{part}` changes the image")),
+        }
+    }
+    Ok(())
+}
+
+fn parse_dockerfile(path: &Path, context: &Path) -> Result<Image> {
+    let text = read_text(path)?;
+    let task = path
+        .parent()
+        .and_then(|p| {
+            if p.ends_with("environment") {
+                p.parent()
+            } else {
+                Some(p)
+            }
+        })
+        .and_then(|p| p.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut img = Image::default();
+    let mut logical = Vec::new();
+    let mut cur = String::new();
+    for line in text.lines() {
+        let t = line.trim();
+        if t.starts_with('#') || (t.is_empty() && cur.is_empty()) {
+            continue;
+        }
+        if let Some(body) = t.strip_suffix('\\') {
+            cur.push_str(body);
+            cur.push(' ');
+        } else {
+            cur.push_str(t);
+            logical.push(std::mem::take(&mut cur));
+        }
+    }
+    if !cur.is_empty() {
+        logical.push(cur);
+    }
+    for l in logical {
+        let (ins, rest) = l.split_once(char::is_whitespace).unwrap_or((&l, ""));
+        let rest = rest.trim();
+        match ins.to_ascii_uppercase().as_str() {
+            "FROM" | "LABEL" | "CMD" | "ENTRYPOINT" | "ARG" | "SHELL" | "EXPOSE" => {}
+            "WORKDIR" => {
+                top_dir(rest, &task, &mut img.extra_dirs)?;
+                img.workdir = Some(rest.to_string());
+            }
+            "ENV" => {
+                if let Some((k, v)) = rest.split_once('=') {
+                    if !k.contains(' ') {
+                        for kv in rest.split_whitespace() {
+                            if let Some((k, v)) = kv.split_once('=') {
+                                img.env.insert(k.into(), v.trim_matches('"').into());
+                            }
+                        }
+                        continue;
+                    }
+                    let _ = v;
+                }
+                if let Some((k, v)) = rest.split_once(char::is_whitespace) {
+                    img.env.insert(k.into(), v.trim().trim_matches('"').into());
+                }
+            }
+            "COPY" | "ADD" => {
+                let words: Vec<&str> = rest
+                    .split_whitespace()
+                    .filter(|w| !w.starts_with("--"))
+                    .collect();
+                if words.len() < 2 || rest.contains("http://") || rest.contains("https://") {
+                    return Err(needs_container(
+                        &task,
+                        &format!("`{l}` is not a local copy"),
+                    ));
+                }
+                let dst = words[words.len() - 1].to_string();
+                let dst = if dst.starts_with('/') {
+                    dst
+                } else {
+                    format!(
+                        "{}/{dst}",
+                        img.workdir.clone().unwrap_or_else(|| "/".into())
+                    )
+                };
+                top_dir(&dst, &task, &mut img.extra_dirs)?;
+                for src in &words[..words.len() - 1] {
+                    let s = context.join(src);
+                    if !s.exists() {
+                        return Err(Error::Environment(format!(
+                            "harbor: task `{task}`: COPY source {} does not exist",
+                            s.display()
+                        )));
+                    }
+                    img.copies.push((s, dst.clone()));
+                }
+            }
+            "RUN" => {
+                run_is_satisfied(rest).map_err(|why| needs_container(&task, &why))?;
+            }
+            other => {
+                return Err(needs_container(
+                    &task,
+                    &format!("the Dockerfile uses {other}"),
+                ));
+            }
+        }
+    }
+    Ok(img)
+}

@@ -1,0 +1,291 @@
+//! `nenyax sandbox-check`: which isolation promises a backend keeps, each measured by a command
+//! that would get through if the promise were broken.
+
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::{BackendKind, Exec, Killed, Sandbox, SandboxConfig};
+use crate::error::Result;
+
+/// One promise and whether it held.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Promise {
+    /// Short name, e.g. `cpu_limit`.
+    pub name: String,
+    /// True when the promise held.
+    pub held: bool,
+    /// What was observed.
+    pub detail: String,
+}
+
+/// The report of [`sandbox_check`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SandboxReport {
+    /// The backend checked.
+    pub backend: BackendKind,
+    /// Every promise, in order.
+    pub promises: Vec<Promise>,
+}
+
+impl SandboxReport {
+    /// True when every promise held.
+    pub fn passed(&self) -> bool {
+        self.promises.iter().all(|p| p.held)
+    }
+
+    /// A plain-text table.
+    pub fn render(&self) -> String {
+        let mut s = format!("sandbox-check {}\n", self.backend.name());
+        for p in &self.promises {
+            s += &format!(
+                "  {:<4} {:<22} {}\n",
+                if p.held { "ok" } else { "FAIL" },
+                p.name,
+                p.detail.replace('\n', " ")
+            );
+        }
+        s += if self.passed() {
+            "every promise held\n"
+        } else {
+            "some promises did not hold\n"
+        };
+        s
+    }
+}
+
+type Probe = fn(BackendKind) -> Result<(bool, String)>;
+
+fn with(kind: BackendKind, f: impl FnOnce(&mut SandboxConfig)) -> Result<Sandbox> {
+    let mut c = SandboxConfig::new(kind);
+    f(&mut c);
+    Sandbox::create(c)
+}
+
+fn wall_timeout(kind: BackendKind) -> Result<(bool, String)> {
+    let sb = with(kind, |_| {})?;
+    let t0 = Instant::now();
+    let r = sb.exec(&Exec::shell("sleep 30 & sleep 30").timeout(Duration::from_millis(300)))?;
+    let t = t0.elapsed().as_secs_f64();
+    Ok((
+        r.killed == Some(Killed::Timeout) && t < 5.0,
+        format!("sleeper killed after {t:.2}s ({:?})", r.killed),
+    ))
+}
+
+fn cpu_limit(kind: BackendKind) -> Result<(bool, String)> {
+    let sb = with(kind, |c| c.limits.cpu_s = Some(1))?;
+    let r = sb.exec(&Exec::shell("while :; do :; done").timeout(Duration::from_secs(15)))?;
+    Ok((
+        r.killed == Some(Killed::CpuLimit),
+        format!("spinner ended after {:.2}s: {:?}", r.duration_s, r.killed),
+    ))
+}
+
+fn memory_limit(kind: BackendKind) -> Result<(bool, String)> {
+    let sb = with(kind, |c| c.limits.memory_bytes = Some(256 << 20))?;
+    let r = sb.sh("python3 -c 'b = bytearray(1 << 30); print(\"allocated\")' 2>&1 | tail -n 1")?;
+    Ok((
+        r.stdout.contains("MemoryError"),
+        format!(
+            "1 GiB allocation under a 256 MiB limit: {}",
+            r.stdout.trim()
+        ),
+    ))
+}
+
+fn open_files_limit(kind: BackendKind) -> Result<(bool, String)> {
+    let sb = with(kind, |c| c.limits.open_files = Some(32))?;
+    let r = sb.sh("python3 -c '\nfs = []\ntry:\n    while len(fs) < 1000: fs.append(open(\"/dev/null\"))\nexcept OSError: pass\nprint(len(fs))'")?;
+    let n: usize = r.stdout.trim().parse().unwrap_or(usize::MAX);
+    Ok((n < 32, format!("opened {n} files under a limit of 32")))
+}
+
+fn process_limit(kind: BackendKind) -> Result<(bool, String)> {
+    let sb = with(kind, |c| c.limits.processes = Some(20))?;
+    let r = sb.exec(
+        &Exec::argv([
+            "python3",
+            "-c",
+            "import os, time\nn = 0\nfor i in range(200):\n    try:\n        if os.fork() == 0:\n            time.sleep(2); os._exit(0)\n        n += 1\n    except OSError: pass\nprint(n)",
+        ])
+        .timeout(Duration::from_secs(20)),
+    )?;
+    let n: usize = r.stdout.trim().parse().unwrap_or(usize::MAX);
+    Ok((
+        n < 20,
+        format!("{n} of 200 forks succeeded under a limit of 20"),
+    ))
+}
+
+fn file_size_limit(kind: BackendKind) -> Result<(bool, String)> {
+    let sb = with(kind, |c| c.limits.file_size_bytes = Some(1 << 20))?;
+    sb.sh("head -c 5000000 /dev/zero > big")?;
+    let n = sb.get("big").map(|b| b.len()).unwrap_or(0);
+    Ok((n <= 1 << 20, format!("wrote {n} bytes under a 1 MiB limit")))
+}
+
+fn output_cap(kind: BackendKind) -> Result<(bool, String)> {
+    let sb = with(kind, |c| c.limits.output_bytes = 1000)?;
+    let r = sb.exec(&Exec::argv(["yes"]).timeout(Duration::from_millis(300)))?;
+    Ok((
+        r.stdout.len() == 1000 && r.dropped_bytes > 0,
+        format!("kept {} bytes, dropped {}", r.stdout.len(), r.dropped_bytes),
+    ))
+}
+
+fn detached_child(kind: BackendKind) -> Result<(bool, String)> {
+    let sb = with(kind, |_| {})?;
+    sb.sh("setsid sh -c 'sleep 1; touch escaped' >/dev/null 2>&1 </dev/null &")?;
+    std::thread::sleep(Duration::from_millis(1500));
+    let escaped = sb.get("escaped").is_ok();
+    Ok((
+        !escaped,
+        if escaped {
+            "a setsid child outlived its command".into()
+        } else {
+            "a setsid child was killed with its command".into()
+        },
+    ))
+}
+
+fn scrubbed_env(kind: BackendKind) -> Result<(bool, String)> {
+    let sb = with(kind, |_| {})?;
+    let r = sb.sh("env | cut -d= -f1 | sort | tr '\\n' ' '")?;
+    let allowed = [
+        "HOME",
+        "LANG",
+        "NENYAX_SANDBOX",
+        "OLDPWD",
+        "PATH",
+        "PWD",
+        "SHLVL",
+        "TMPDIR",
+        "_",
+    ];
+    let extra: Vec<&str> = r
+        .stdout
+        .split_whitespace()
+        .filter(|k| !allowed.contains(k))
+        .collect();
+    Ok((extra.is_empty(), format!("variables: {}", r.stdout.trim())))
+}
+
+fn host_root_read_only(kind: BackendKind) -> Result<(bool, String)> {
+    let sb = with(kind, |_| {})?;
+    let r = sb.sh("touch /usr/nenyax-probe 2>&1 || echo refused")?;
+    let r2 = with(kind, |c| c.root = true)?.sh("touch /usr/nenyax-probe 2>&1 || echo refused")?;
+    let _ = std::fs::remove_file("/usr/nenyax-probe");
+    Ok((
+        r.stdout.contains("refused") && r2.stdout.contains("refused"),
+        format!(
+            "writing /usr, as nobody and as root: {} / {}",
+            r.stdout.trim(),
+            r2.stdout.trim()
+        ),
+    ))
+}
+
+fn private_dirs(kind: BackendKind) -> Result<(bool, String)> {
+    let sb = with(kind, |_| {})?;
+    let r =
+        sb.sh("for d in /app /tests /logs /tmp; do echo x > $d/probe || exit 1; done; ls /tmp")?;
+    let host_clean = !std::path::Path::new("/app/probe").exists();
+    Ok((
+        r.ok() && r.stdout.trim() == "probe" && host_clean,
+        format!(
+            "wrote /app /tests /logs /tmp; /tmp holds only: {}",
+            r.stdout.trim()
+        ),
+    ))
+}
+
+fn no_network(kind: BackendKind) -> Result<(bool, String)> {
+    let sb = with(kind, |_| {})?;
+    let r = sb.sh("cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' ' | tr '\\n' ' '")?;
+    let ifs: Vec<&str> = r.stdout.split_whitespace().collect();
+    let open = with(kind, |c| c.network = true)?
+        .sh("cat /proc/net/dev | tail -n +3 | wc -l")?
+        .stdout
+        .trim()
+        .to_string();
+    Ok((
+        ifs == ["lo"],
+        format!("interfaces without network: {ifs:?}; with network=true: {open}"),
+    ))
+}
+
+fn own_pids(kind: BackendKind) -> Result<(bool, String)> {
+    let sb = with(kind, |_| {})?;
+    let r = sb.sh("ls /proc | grep -c '^[0-9]'; cat /proc/1/cmdline | tr '\\0' ' '")?;
+    let n: usize = r
+        .stdout
+        .lines()
+        .next()
+        .unwrap_or("")
+        .parse()
+        .unwrap_or(usize::MAX);
+    Ok((n <= 5, format!("{n} processes visible")))
+}
+
+fn own_hostname_and_ipc(kind: BackendKind) -> Result<(bool, String)> {
+    let sb = with(kind, |_| {})?;
+    let r = sb.sh("hostname; ls /dev/mqueue 2>/dev/null | wc -l")?;
+    let host = nix::unistd::gethostname()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name = r.stdout.lines().next().unwrap_or("").to_string();
+    Ok((
+        name == "nenyax" && name != host,
+        format!("hostname `{name}` (host: `{host}`)"),
+    ))
+}
+
+/// The promises a backend makes, in order.
+pub fn promises(kind: BackendKind) -> Vec<(&'static str, Probe)> {
+    let mut p: Vec<(&'static str, Probe)> = vec![
+        ("wall_timeout", wall_timeout),
+        ("cpu_limit", cpu_limit),
+        ("memory_limit", memory_limit),
+        ("open_files_limit", open_files_limit),
+        ("file_size_limit", file_size_limit),
+        ("output_cap", output_cap),
+        ("detached_child_killed", detached_child),
+        ("scrubbed_environment", scrubbed_env),
+    ];
+    if nix::unistd::geteuid().is_root() {
+        p.push(("process_limit", process_limit));
+    }
+    if kind == BackendKind::Jail {
+        p.extend([
+            ("host_root_read_only", host_root_read_only as Probe),
+            ("private_dirs", private_dirs),
+            ("no_network", no_network),
+            ("own_pid_namespace", own_pids),
+            ("own_hostname", own_hostname_and_ipc),
+        ]);
+    }
+    p
+}
+
+/// Run every promise of `kind` and report which held.
+pub fn sandbox_check(kind: BackendKind) -> SandboxReport {
+    let promises = promises(kind)
+        .into_iter()
+        .map(|(name, probe)| {
+            let (held, detail) = match crate::env::guard(|| probe(kind)) {
+                Ok(v) => v,
+                Err(e) => (false, format!("{}: {e}", e.kind())),
+            };
+            Promise {
+                name: name.into(),
+                held,
+                detail,
+            }
+        })
+        .collect();
+    SandboxReport {
+        backend: kind,
+        promises,
+    }
+}

@@ -1,0 +1,686 @@
+//! Sandboxes: where task-mode agents and their tests run.
+//!
+//! One contract ([`Sandbox`]: create, exec, files, fork, destroy) over backends of increasing
+//! isolation (`none < process < jail < container < microvm`). [`select`] picks the lightest
+//! ready backend that is safe enough and says why the others were skipped. Two backends exist:
+//!
+//! - `process`: its own session and process group, rlimits (CPU seconds, address space, open
+//!   files, process count, file size), a wall timeout that kills the whole group, a private
+//!   working directory and a scrubbed environment. Commands see the host's file system.
+//! - `jail`: the same limits inside new mount, PID, IPC, UTS and network namespaces (via nix),
+//!   with the host root read-only and private writable `/app`, `/tests`, `/logs`, `/tmp` and
+//!   `/solution`. Needs root (or `CAP_SYS_ADMIN`).
+//!
+//! See docs/sandbox.md for what each promise means and how `nenyax sandbox-check` proves it.
+
+pub mod check;
+pub mod pool;
+mod process;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::contract::Isolation;
+use crate::error::{Error, Result};
+
+pub use check::{sandbox_check, SandboxReport};
+pub use pool::WarmPool;
+
+/// The isolation level of a backend (the contract's [`Isolation`]).
+pub type Level = Isolation;
+
+/// The private directories every sandbox has, visible at `/<name>` inside a jail.
+pub const PRIVATE_DIRS: [&str; 5] = ["app", "tests", "logs", "tmp", "solution"];
+
+/// A sandbox backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BackendKind {
+    /// A limited process group on the host.
+    Process,
+    /// A limited process group in new namespaces with a private file system view.
+    Jail,
+}
+
+impl BackendKind {
+    /// Every backend, lightest first.
+    pub const ALL: [BackendKind; 2] = [BackendKind::Process, BackendKind::Jail];
+
+    /// The backend's name, as on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::Process => "process",
+            BackendKind::Jail => "jail",
+        }
+    }
+
+    /// The isolation level it provides.
+    pub fn level(self) -> Level {
+        match self {
+            BackendKind::Process => Level::Process,
+            BackendKind::Jail => Level::Jail,
+        }
+    }
+
+    /// Parse a backend name.
+    pub fn parse(s: &str) -> Result<BackendKind> {
+        match s {
+            "process" => Ok(BackendKind::Process),
+            "jail" => Ok(BackendKind::Jail),
+            other => Err(Error::Sandbox(format!(
+                "unknown sandbox backend `{other}`: use `process` or `jail` (container and microvm \
+                 backends are not implemented)"
+            ))),
+        }
+    }
+
+    /// What the backend needs from the machine.
+    pub fn needs(self) -> &'static str {
+        match self {
+            BackendKind::Process => "Linux or another Unix; nothing else",
+            BackendKind::Jail => {
+                "Linux, root or CAP_SYS_ADMIN (unshare of mount, PID, IPC, UTS and network namespaces)"
+            }
+        }
+    }
+
+    /// `Ok(())` when the backend can run here, else why not.
+    pub fn ready(self) -> std::result::Result<(), String> {
+        match self {
+            BackendKind::Process => Ok(()),
+            BackendKind::Jail => process::jail_ready(),
+        }
+    }
+}
+
+/// A backend as `nenyax sandboxes` lists it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BackendInfo {
+    /// The backend's name.
+    pub name: String,
+    /// Its isolation level.
+    pub level: Level,
+    /// Whether it can run on this machine.
+    pub ready: bool,
+    /// Why it cannot, when it cannot.
+    pub why_not: Option<String>,
+    /// What it needs.
+    pub needs: String,
+}
+
+/// Every backend, known or planned, with whether it is ready here.
+pub fn backends() -> Vec<BackendInfo> {
+    let mut out: Vec<BackendInfo> = BackendKind::ALL
+        .iter()
+        .map(|b| {
+            let r = b.ready();
+            BackendInfo {
+                name: b.name().into(),
+                level: b.level(),
+                ready: r.is_ok(),
+                why_not: r.err(),
+                needs: b.needs().into(),
+            }
+        })
+        .collect();
+    for (name, level, needs) in [
+        (
+            "container",
+            Level::Container,
+            "a container runtime (not implemented in nenyax yet)",
+        ),
+        (
+            "microvm",
+            Level::Microvm,
+            "a microVM monitor (not implemented in nenyax yet)",
+        ),
+    ] {
+        out.push(BackendInfo {
+            name: name.into(),
+            level,
+            ready: false,
+            why_not: Some("not implemented".into()),
+            needs: needs.into(),
+        });
+    }
+    out
+}
+
+/// The outcome of [`select`]: the chosen backend and why lighter or unready ones were skipped.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Selection {
+    /// The chosen backend.
+    pub backend: BackendKind,
+    /// `(backend, why)` for each backend passed over.
+    pub skipped: Vec<(String, String)>,
+}
+
+/// Pick the lightest ready backend whose level is at least `level`.
+pub fn select(level: Level) -> Result<Selection> {
+    let mut skipped = Vec::new();
+    for info in backends() {
+        if !info.level.satisfies(level) {
+            skipped.push((
+                info.name,
+                format!(
+                    "{:?} isolation is below the {level:?} asked for",
+                    info.level
+                ),
+            ));
+            continue;
+        }
+        if !info.ready {
+            skipped.push((info.name, info.why_not.unwrap_or_default()));
+            continue;
+        }
+        return Ok(Selection {
+            backend: BackendKind::parse(&info.name)?,
+            skipped,
+        });
+    }
+    let why: Vec<String> = skipped.iter().map(|(n, w)| format!("{n}: {w}")).collect();
+    Err(Error::Sandbox(format!(
+        "no sandbox backend at {level:?} isolation or above is ready here ({}); run \
+         `nenyax sandboxes` to see what each needs",
+        why.join("; ")
+    )))
+}
+
+/// Resource limits applied to every command a sandbox runs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Limits {
+    /// CPU seconds (RLIMIT_CPU); the process gets SIGXCPU, then SIGKILL.
+    pub cpu_s: Option<u64>,
+    /// Address space in bytes (RLIMIT_AS); allocations beyond it fail.
+    pub memory_bytes: Option<u64>,
+    /// Open file descriptors (RLIMIT_NOFILE).
+    pub open_files: Option<u64>,
+    /// Processes of the sandbox user (RLIMIT_NPROC); effective because commands run as an
+    /// unprivileged user when nenyax runs as root.
+    pub processes: Option<u64>,
+    /// Largest file a command may write, in bytes (RLIMIT_FSIZE).
+    pub file_size_bytes: Option<u64>,
+    /// Wall-clock limit per command when the exec gives none.
+    pub wall: Duration,
+    /// Captured bytes kept per stream (stdout, stderr); the rest is drained and counted.
+    pub output_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            cpu_s: Some(600),
+            memory_bytes: Some(8 << 30),
+            open_files: Some(1024),
+            processes: Some(512),
+            file_size_bytes: Some(1 << 30),
+            wall: Duration::from_secs(600),
+            output_bytes: 1 << 20,
+        }
+    }
+}
+
+/// How to create a sandbox.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SandboxConfig {
+    /// The backend.
+    pub backend: BackendKind,
+    /// Limits for every command.
+    pub limits: Limits,
+    /// Allow network access (jail only; the process backend always shares the host network).
+    pub network: bool,
+    /// Environment variables every command gets (on top of the scrubbed base).
+    pub env: BTreeMap<String, String>,
+    /// Working directory inside the sandbox (`/app` by default).
+    pub workdir: String,
+    /// Run commands as root inside a jail instead of the unprivileged sandbox user. Makes the
+    /// process-count limit ineffective (root is exempt from RLIMIT_NPROC).
+    pub root: bool,
+    /// More private top-level directories (e.g. `skills` for `/skills`), made like `/app`.
+    pub extra_dirs: Vec<String>,
+}
+
+impl SandboxConfig {
+    /// Defaults for `backend`.
+    pub fn new(backend: BackendKind) -> Self {
+        SandboxConfig {
+            backend,
+            limits: Limits::default(),
+            network: false,
+            env: BTreeMap::new(),
+            workdir: "/app".into(),
+            root: false,
+            extra_dirs: Vec::new(),
+        }
+    }
+}
+
+/// One command to run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Exec {
+    /// Program and arguments; empty when `shell` is used.
+    pub argv: Vec<String>,
+    /// A shell command line, run with `bash -c` (or `sh -c` when bash is missing).
+    pub shell: Option<String>,
+    /// Working directory (a sandbox path); the sandbox's workdir when `None`.
+    pub cwd: Option<String>,
+    /// Extra environment variables.
+    pub env: BTreeMap<String, String>,
+    /// Bytes written to stdin (then closed); stdin is empty when `None`.
+    pub stdin: Option<Vec<u8>>,
+    /// Wall timeout; the sandbox's `limits.wall` when `None`.
+    pub timeout: Option<Duration>,
+}
+
+impl Exec {
+    /// A shell command line.
+    pub fn shell(cmd: impl Into<String>) -> Exec {
+        Exec {
+            shell: Some(cmd.into()),
+            ..Exec::default()
+        }
+    }
+
+    /// A program with arguments.
+    pub fn argv<S: Into<String>>(argv: impl IntoIterator<Item = S>) -> Exec {
+        Exec {
+            argv: argv.into_iter().map(Into::into).collect(),
+            ..Exec::default()
+        }
+    }
+
+    /// Set the wall timeout.
+    pub fn timeout(mut self, t: Duration) -> Exec {
+        self.timeout = Some(t);
+        self
+    }
+
+    /// Set one environment variable.
+    pub fn env(mut self, k: impl Into<String>, v: impl Into<String>) -> Exec {
+        self.env.insert(k.into(), v.into());
+        self
+    }
+
+    /// Set the working directory.
+    pub fn cwd(mut self, cwd: impl Into<String>) -> Exec {
+        self.cwd = Some(cwd.into());
+        self
+    }
+
+    /// Feed `data` on stdin.
+    pub fn stdin(mut self, data: impl Into<Vec<u8>>) -> Exec {
+        self.stdin = Some(data.into());
+        self
+    }
+}
+
+/// Why a command was killed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Killed {
+    /// It ran past its wall timeout; the whole group was killed.
+    Timeout,
+    /// It used up its CPU seconds (SIGXCPU / SIGKILL from RLIMIT_CPU).
+    CpuLimit,
+    /// It wrote past the file-size limit (SIGXFSZ).
+    FileSizeLimit,
+    /// Another signal.
+    Signal,
+}
+
+/// What a command did.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExecResult {
+    /// Exit code, when it exited normally.
+    pub exit_code: Option<i32>,
+    /// The signal that ended it, when one did.
+    pub signal: Option<i32>,
+    /// Captured stdout (lossy UTF-8, at most `limits.output_bytes`).
+    pub stdout: String,
+    /// Captured stderr (lossy UTF-8, at most `limits.output_bytes`).
+    pub stderr: String,
+    /// Bytes of output beyond the cap that were drained and dropped.
+    pub dropped_bytes: u64,
+    /// Wall time in seconds.
+    pub duration_s: f64,
+    /// Why it was killed, when it was.
+    pub killed: Option<Killed>,
+}
+
+impl ExecResult {
+    /// True when it exited with status 0.
+    pub fn ok(&self) -> bool {
+        self.exit_code == Some(0)
+    }
+}
+
+/// A file or directory in a sandbox listing.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Entry {
+    /// The name within its directory.
+    pub name: String,
+    /// True for a directory.
+    pub dir: bool,
+    /// Size in bytes (files).
+    pub size: u64,
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+
+/// A live sandbox. Dropping it destroys it (kills what is left and removes its files).
+#[derive(Debug)]
+pub struct Sandbox {
+    config: SandboxConfig,
+    id: String,
+    dir: tempfile::TempDir,
+    /// Set once a command ran: only then can processes be left to sweep on destroy.
+    ran: std::sync::atomic::AtomicBool,
+}
+
+impl Sandbox {
+    /// Create a sandbox with the given configuration.
+    pub fn create(config: SandboxConfig) -> Result<Sandbox> {
+        if let Err(why) = config.backend.ready() {
+            return Err(Error::Sandbox(format!(
+                "the {} sandbox backend cannot run here: {why}",
+                config.backend.name()
+            )));
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("nenyax-sbx-")
+            .tempdir()
+            .map_err(|e| io_err("create the sandbox directory", e))?;
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755))
+            .map_err(|e| io_err("chmod the sandbox directory", e))?;
+        for d in &config.extra_dirs {
+            if d.is_empty()
+                || d.contains('/')
+                || d.starts_with('.')
+                || PRIVATE_DIRS.contains(&d.as_str())
+            {
+                return Err(Error::Sandbox(format!(
+                    "extra directory `{d}` must be one plain top-level name (e.g. `skills`), not a path"
+                )));
+            }
+        }
+        for d in PRIVATE_DIRS
+            .iter()
+            .chain([".root"].iter())
+            .map(|d| d.to_string())
+            .chain(config.extra_dirs.clone())
+        {
+            let p = dir.path().join(&d);
+            fs::create_dir(&p).map_err(|e| io_err(&format!("create {}", p.display()), e))?;
+        }
+        let id = format!(
+            "{}-{}",
+            std::process::id(),
+            NEXT_ID.fetch_add(1, Ordering::Relaxed)
+        );
+        let sb = Sandbox {
+            config,
+            id,
+            dir,
+            ran: std::sync::atomic::AtomicBool::new(false),
+        };
+        for d in sb.private_dirs() {
+            sb.chown(&sb.dir.path().join(d))?;
+        }
+        fs::set_permissions(
+            sb.dir.path().join("tmp"),
+            fs::Permissions::from_mode(0o1777),
+        )
+        .map_err(|e| io_err("chmod tmp", e))?;
+        Ok(sb)
+    }
+
+    /// Create a sandbox with the default configuration of `backend`.
+    pub fn new(backend: BackendKind) -> Result<Sandbox> {
+        Sandbox::create(SandboxConfig::new(backend))
+    }
+
+    /// The configuration it was created with.
+    pub fn config(&self) -> &SandboxConfig {
+        &self.config
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> BackendKind {
+        self.config.backend
+    }
+
+    /// A unique id (also in every command's `NENYAX_SANDBOX` variable).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The host directory holding the private directories.
+    pub fn host_dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Where a sandbox path lives on the host. Absolute paths must lie in one of the private
+    /// directories (`/app`, `/tests`, `/logs`, `/tmp`, `/solution`); relative ones are taken
+    /// from the workdir. `..` is refused.
+    pub fn host_path(&self, path: &str) -> Result<PathBuf> {
+        let full = if path.starts_with('/') {
+            path.to_string()
+        } else {
+            format!("{}/{path}", self.config.workdir.trim_end_matches('/'))
+        };
+        let p = Path::new(&full);
+        let mut parts = Vec::new();
+        for c in p.components() {
+            match c {
+                Component::RootDir | Component::CurDir => {}
+                Component::Normal(s) => parts.push(s.to_string_lossy().into_owned()),
+                _ => {
+                    return Err(Error::Sandbox(format!(
+                        "sandbox path `{path}` uses `..`: give a path inside /app, /tests, /logs, /tmp or /solution"
+                    )))
+                }
+            }
+        }
+        match parts.first() {
+            Some(first) if self.private_dirs().any(|d| d == first) => {
+                let mut out = self.dir.path().to_path_buf();
+                out.extend(parts);
+                Ok(out)
+            }
+            _ => Err(Error::Sandbox(format!(
+                "sandbox path `{path}` is outside the sandbox's private directories: use /app, \
+                 /tests, /logs, /tmp or /solution"
+            ))),
+        }
+    }
+
+    /// Run a command.
+    pub fn exec(&self, exec: &Exec) -> Result<ExecResult> {
+        self.ran.store(true, Ordering::Relaxed);
+        process::run(self, exec)
+    }
+
+    /// Run a shell command line with the default timeout.
+    pub fn sh(&self, cmd: &str) -> Result<ExecResult> {
+        self.exec(&Exec::shell(cmd))
+    }
+
+    /// Write a file (creating parent directories) with the given Unix mode.
+    pub fn put(&self, path: &str, data: &[u8], mode: u32) -> Result<()> {
+        let host = self.host_path(path)?;
+        if let Some(parent) = host.parent() {
+            self.mkdirs(parent)?;
+        }
+        fs::write(&host, data).map_err(|e| io_err(&format!("write {path}"), e))?;
+        fs::set_permissions(&host, fs::Permissions::from_mode(mode))
+            .map_err(|e| io_err(&format!("chmod {path}"), e))?;
+        self.chown(&host)
+    }
+
+    /// Copy a host directory's contents into a sandbox directory (modes kept).
+    pub fn put_dir(&self, host: &Path, path: &str) -> Result<()> {
+        let dst = self.host_path(path)?;
+        self.mkdirs(&dst)?;
+        copy_tree(host, &dst, &|p| self.chown(p))
+    }
+
+    /// Read a file.
+    pub fn get(&self, path: &str) -> Result<Vec<u8>> {
+        let host = self.host_path(path)?;
+        fs::read(&host).map_err(|e| io_err(&format!("read sandbox file {path}"), e))
+    }
+
+    /// List a directory, sorted by name.
+    pub fn list(&self, path: &str) -> Result<Vec<Entry>> {
+        let host = self.host_path(path)?;
+        let mut out = Vec::new();
+        for e in fs::read_dir(&host).map_err(|e| io_err(&format!("list {path}"), e))? {
+            let e = e.map_err(|e| io_err(&format!("list {path}"), e))?;
+            let md = fs::symlink_metadata(e.path()).map_err(|e| io_err("stat", e))?;
+            out.push(Entry {
+                name: e.file_name().to_string_lossy().into_owned(),
+                dir: md.is_dir(),
+                size: md.len(),
+            });
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    /// Remove a file or directory tree.
+    pub fn remove(&self, path: &str) -> Result<()> {
+        let host = self.host_path(path)?;
+        match fs::symlink_metadata(&host) {
+            Ok(md) if md.is_dir() => fs::remove_dir_all(&host),
+            Ok(_) => fs::remove_file(&host),
+            Err(_) => Ok(()),
+        }
+        .map_err(|e| io_err(&format!("remove {path}"), e))
+    }
+
+    /// A new sandbox with the same configuration and a copy of this one's files (nothing
+    /// running is copied).
+    pub fn fork(&self) -> Result<Sandbox> {
+        let child = Sandbox::create(self.config.clone())?;
+        for d in self.private_dirs() {
+            copy_tree(&self.dir.path().join(d), &child.dir.path().join(d), &|p| {
+                child.chown(p)
+            })?;
+        }
+        Ok(child)
+    }
+
+    /// An address on the host for a service listening on `port` inside the sandbox: the process
+    /// backend shares the host network; a jail has none, so it has no URL.
+    pub fn url(&self, port: u16) -> Result<String> {
+        match self.config.backend {
+            BackendKind::Process => Ok(format!("http://127.0.0.1:{port}")),
+            BackendKind::Jail => Err(Error::UnsupportedCapability {
+                env: format!("sandbox {}", self.id),
+                what: "expose a port: a jail has its own network namespace".into(),
+            }),
+        }
+    }
+
+    /// Kill anything left and remove the sandbox's files.
+    pub fn destroy(self) -> Result<()> {
+        let path = self.dir.path().to_path_buf();
+        drop(self);
+        if path.exists() {
+            return Err(Error::Sandbox(format!(
+                "{} could not be removed; remove it by hand",
+                path.display()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Names of the private top-level directories (fixed ones, then extra ones).
+    pub fn private_dirs(&self) -> impl Iterator<Item = &str> {
+        PRIVATE_DIRS
+            .iter()
+            .copied()
+            .chain(self.config.extra_dirs.iter().map(String::as_str))
+    }
+
+    /// The uid/gid commands run as (None: the caller's own).
+    fn run_as(&self) -> Option<(u32, u32)> {
+        let root_here = nix::unistd::geteuid().is_root();
+        let stay_root = self.config.root && self.config.backend == BackendKind::Jail;
+        (root_here && !stay_root).then_some((SANDBOX_UID, SANDBOX_UID))
+    }
+
+    fn chown(&self, p: &Path) -> Result<()> {
+        if let Some((u, g)) = self.run_as() {
+            std::os::unix::fs::lchown(p, Some(u), Some(g))
+                .map_err(|e| io_err(&format!("chown {}", p.display()), e))?;
+        }
+        Ok(())
+    }
+
+    fn mkdirs(&self, p: &Path) -> Result<()> {
+        let mut missing = Vec::new();
+        let mut cur = p.to_path_buf();
+        while !cur.exists() {
+            missing.push(cur.clone());
+            if !cur.pop() {
+                break;
+            }
+        }
+        for d in missing.into_iter().rev() {
+            fs::create_dir(&d).map_err(|e| io_err(&format!("create {}", d.display()), e))?;
+            self.chown(&d)?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        if self.ran.load(Ordering::Relaxed) {
+            process::kill_marked(&self.id);
+        }
+    }
+}
+
+/// The unprivileged uid/gid sandboxed commands run as when nenyax runs as root (`nobody`).
+pub const SANDBOX_UID: u32 = 65534;
+
+fn io_err(what: &str, e: std::io::Error) -> Error {
+    Error::io(format!("sandbox: could not {what}"), e)
+}
+
+fn copy_tree(src: &Path, dst: &Path, fix: &dyn Fn(&Path) -> Result<()>) -> Result<()> {
+    for e in fs::read_dir(src).map_err(|e| io_err(&format!("read {}", src.display()), e))? {
+        let e = e.map_err(|e| io_err("read a directory entry", e))?;
+        let from = e.path();
+        let to = dst.join(e.file_name());
+        let md = fs::symlink_metadata(&from).map_err(|e| io_err("stat", e))?;
+        if md.file_type().is_symlink() {
+            let target = fs::read_link(&from).map_err(|e| io_err("readlink", e))?;
+            std::os::unix::fs::symlink(target, &to).map_err(|e| io_err("symlink", e))?;
+        } else if md.is_dir() {
+            if !to.exists() {
+                fs::create_dir(&to).map_err(|e| io_err(&format!("create {}", to.display()), e))?;
+            }
+            // Uploads belong to the sandbox user and stay writable by it (as root's would).
+            let mode = md.permissions().mode() | 0o700;
+            fs::set_permissions(&to, fs::Permissions::from_mode(mode))
+                .map_err(|e| io_err("chmod", e))?;
+            copy_tree(&from, &to, fix)?;
+        } else {
+            fs::copy(&from, &to).map_err(|e| io_err(&format!("copy {}", from.display()), e))?;
+            let mode = md.permissions().mode() | 0o600;
+            fs::set_permissions(&to, fs::Permissions::from_mode(mode))
+                .map_err(|e| io_err("chmod", e))?;
+        }
+        fix(&to)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,79 @@
+/* Sandboxes through the C ABI (create, exec, put/get/list, fork, free), and a Harbor task
+ * rolled out with the oracle and nop (when the jail backend is ready and
+ * NENYAX_TEST_HARBOR_TASK names a task directory). */
+
+#include "common.h"
+
+int main(void)
+{
+    nenyax_sandbox_t *sb = NULL, *copy = NULL;
+    nenyax_string_t s = {NULL, 0};
+    char text[256] = "";
+
+    REQUIRE_OK(nenyax_sandbox_new(S("{\"backend\": \"process\", \"output_bytes\": 100}"), &sb));
+    REQUIRE_OK(nenyax_sandbox_exec(sb, S("{\"shell\": \"read x; echo got:$x; exit 4\", \"stdin\": \"hi\\n\"}"), &s));
+    json_string(s.ptr, s.len, "stdout", text, sizeof text);
+    CHECK(strcmp(text, "got:hi\n") == 0);
+    CHECK(json_number(s.ptr, s.len, "exit_code") == 4.0);
+    CHECK(json_is_null(s.ptr, s.len, "killed"));
+    nenyax_string_free(&s);
+
+    REQUIRE_OK(nenyax_sandbox_exec(sb, S("{\"argv\": [\"sleep\", \"30\"], \"timeout_s\": 0.3}"), &s));
+    json_string(s.ptr, s.len, "killed", text, sizeof text);
+    CHECK(strcmp(text, "timeout") == 0);
+    nenyax_string_free(&s);
+
+    REQUIRE_OK(nenyax_sandbox_exec(sb, S("{\"argv\": [\"yes\"], \"timeout_s\": 0.3}"), &s));
+    json_string(s.ptr, s.len, "stdout", text, sizeof text);
+    CHECK(strlen(text) == 100);
+    CHECK(json_number(s.ptr, s.len, "dropped_bytes") > 0);
+    nenyax_string_free(&s);
+
+    static const unsigned char data[] = "#!/bin/sh\necho from-file\n";
+    REQUIRE_OK(nenyax_sandbox_put(sb, S("/app/bin/run.sh"), data, sizeof data - 1, 0755));
+    REQUIRE_OK(nenyax_sandbox_get(sb, S("bin/run.sh"), &s));
+    CHECK(s.len == sizeof data - 1 && memcmp(s.ptr, data, s.len) == 0);
+    nenyax_string_free(&s);
+    REQUIRE_OK(nenyax_sandbox_list(sb, S("/app"), &s));
+    CHECK(find_bytes(s.ptr, s.len, "\"name\":\"bin\",\"dir\":true") != NULL);
+    nenyax_string_free(&s);
+
+    REQUIRE_OK(nenyax_sandbox_fork(sb, &copy));
+    REQUIRE_OK(nenyax_sandbox_exec(copy, S("{\"shell\": \"./bin/run.sh\"}"), &s));
+    json_string(s.ptr, s.len, "stdout", text, sizeof text);
+    CHECK(strcmp(text, "from-file\n") == 0);
+    nenyax_string_free(&s);
+
+    /* Errors: a path outside the sandbox, an unknown backend, an exec with neither argv nor shell. */
+    CHECK_STATUS(nenyax_sandbox_get(sb, S("/etc/passwd"), &s), NENYAX_STATUS_ENVIRONMENT);
+    nenyax_sandbox_t *bad = NULL;
+    CHECK_STATUS(nenyax_sandbox_new(S("{\"backend\": \"docker\"}"), &bad), NENYAX_STATUS_ENVIRONMENT);
+    CHECK_STATUS(nenyax_sandbox_exec(sb, S("{}"), &s), NENYAX_STATUS_ENVIRONMENT);
+    CHECK_STATUS(nenyax_sandbox_exec(NULL, S("{\"shell\": \"true\"}"), &s), NENYAX_STATUS_INVALID_ARGUMENT);
+    nenyax_sandbox_free(copy);
+    nenyax_sandbox_free(sb);
+    nenyax_sandbox_free(NULL);
+
+    const char *task = getenv("NENYAX_TEST_HARBOR_TASK");
+    if (task != NULL && task[0] != '\0') {
+        char uri[1024];
+        snprintf(uri, sizeof uri, "harbor:%s", task);
+        nenyax_env_t *env = NULL;
+        nenyax_policy_t *oracle = NULL, *nop = NULL;
+        REQUIRE_OK(nenyax_env_load(uri, strlen(uri), &env));
+        REQUIRE_OK(nenyax_env_reference_policy(env, &oracle));
+        REQUIRE_OK(nenyax_env_null_policy(env, &nop));
+        REQUIRE_OK(nenyax_env_rollout(env, oracle, NULL, 0, &s));
+        CHECK(json_is_null(s.ptr, s.len, "error") && trajectory_score(s.ptr, s.len) == 1.0);
+        nenyax_string_free(&s);
+        REQUIRE_OK(nenyax_env_rollout(env, nop, NULL, 0, &s));
+        CHECK(json_is_null(s.ptr, s.len, "error") && trajectory_score(s.ptr, s.len) == 0.0);
+        nenyax_string_free(&s);
+        nenyax_policy_free(oracle);
+        nenyax_policy_free(nop);
+        nenyax_env_free(env);
+    } else {
+        printf("  skip  the Harbor task rollout (NENYAX_TEST_HARBOR_TASK not set)\n");
+    }
+    return finish("test_sandbox");
+}

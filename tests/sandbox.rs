@@ -1,0 +1,325 @@
+//! The sandbox contract and every limit of the process and jail backends, each proven by a
+//! command that would get through if the limit were missing.
+
+use std::time::{Duration, Instant};
+
+use nenyax::sandbox::{BackendKind, Exec, Killed, Limits, Sandbox, SandboxConfig};
+
+fn backends() -> Vec<BackendKind> {
+    let mut b = vec![BackendKind::Process];
+    match BackendKind::Jail.ready() {
+        Ok(()) => b.push(BackendKind::Jail),
+        Err(why) => eprintln!("jail backend not tested here: {why}"),
+    }
+    b
+}
+
+fn sandbox(kind: BackendKind, f: impl FnOnce(&mut Limits)) -> Sandbox {
+    let mut cfg = SandboxConfig::new(kind);
+    f(&mut cfg.limits);
+    Sandbox::create(cfg).unwrap()
+}
+
+#[test]
+fn exec_returns_code_output_and_stdin() {
+    for kind in backends() {
+        let sb = Sandbox::new(kind).unwrap();
+        let r = sb
+            .exec(&Exec::shell("read x; echo out:$x; echo err >&2; exit 3").stdin("hi\n"))
+            .unwrap();
+        assert_eq!(r.exit_code, Some(3), "{kind:?}: {r:?}");
+        assert_eq!(r.stdout, "out:hi\n");
+        assert_eq!(r.stderr, "err\n");
+        assert!(r.killed.is_none());
+        let r = sb.exec(&Exec::argv(["/bin/echo", "a b"])).unwrap();
+        assert_eq!(r.stdout, "a b\n", "{kind:?}");
+        let r = sb
+            .exec(&Exec::shell("echo $FOO; pwd").env("FOO", "bar").cwd("/tmp"))
+            .unwrap();
+        let want_cwd = match kind {
+            BackendKind::Jail => "/tmp".to_string(),
+            BackendKind::Process => sb.host_path("/tmp").unwrap().display().to_string(),
+        };
+        assert_eq!(r.stdout, format!("bar\n{want_cwd}\n"), "{kind:?}");
+        sb.destroy().unwrap();
+    }
+}
+
+#[test]
+fn files_put_get_list_and_fork() {
+    for kind in backends() {
+        let sb = Sandbox::new(kind).unwrap();
+        sb.put("/app/sub/x.sh", b"#!/bin/sh\necho ran\n", 0o755)
+            .unwrap();
+        sb.put("notes.txt", b"n", 0o644).unwrap();
+        let names: Vec<String> = sb
+            .list("/app")
+            .unwrap()
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
+        assert_eq!(names, ["notes.txt", "sub"]);
+        let r = sb.sh("./sub/x.sh && echo made > made.txt").unwrap();
+        assert_eq!(r.stdout, "ran\n", "{kind:?}: {r:?}");
+        assert_eq!(sb.get("/app/made.txt").unwrap(), b"made\n");
+        assert!(sb.host_path("/etc/passwd").is_err());
+        assert!(sb.host_path("/app/../etc").is_err());
+        let child = sb.fork().unwrap();
+        assert_eq!(child.get("made.txt").unwrap(), b"made\n");
+        child.put("made.txt", b"changed", 0o644).unwrap();
+        assert_eq!(
+            sb.get("made.txt").unwrap(),
+            b"made\n",
+            "a fork shares no files"
+        );
+        assert_eq!(child.sh("cat made.txt").unwrap().stdout, "changed");
+    }
+}
+
+#[test]
+fn wall_timeout_kills_the_whole_group() {
+    for kind in backends() {
+        let sb = Sandbox::new(kind).unwrap();
+        let t0 = Instant::now();
+        // A grandchild in the same group that would outlive its parent.
+        let r = sb
+            .exec(
+                &Exec::shell("(sleep 30; touch survived) & echo $! > pid; sleep 30")
+                    .timeout(Duration::from_millis(500)),
+            )
+            .unwrap();
+        assert_eq!(r.killed, Some(Killed::Timeout), "{kind:?}: {r:?}");
+        assert!(t0.elapsed() < Duration::from_secs(5));
+        match kind {
+            BackendKind::Process => {
+                let pid: i32 = String::from_utf8(sb.get("pid").unwrap())
+                    .unwrap()
+                    .trim()
+                    .parse()
+                    .unwrap();
+                // Dead means gone or a zombie waiting for init to reap it.
+                let alive = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .map(|s| {
+                        !s.rsplit(')')
+                            .next()
+                            .unwrap_or("")
+                            .trim_start()
+                            .starts_with('Z')
+                    })
+                    .unwrap_or(false);
+                assert!(!alive, "the grandchild {pid} survived the timeout");
+            }
+            _ => {
+                let r = sb.sh("pgrep -x sleep || echo none").unwrap();
+                assert_eq!(r.stdout, "none\n", "{kind:?}: {r:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_detached_child_does_not_survive() {
+    for kind in backends() {
+        let sb = Sandbox::new(kind).unwrap();
+        let marker = sb.host_path("/app/alive").unwrap();
+        // setsid leaves the process group; the child keeps writing a file once it is free.
+        let r = sb
+            .sh("setsid sh -c 'sleep 1; echo yes > alive.$$; while :; do sleep 0.1; done' >/dev/null 2>&1 < /dev/null & echo started")
+            .unwrap();
+        assert_eq!(r.stdout, "started\n", "{kind:?}: {r:?}");
+        std::thread::sleep(Duration::from_millis(1500));
+        let left: Vec<_> = std::fs::read_dir(marker.parent().unwrap())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("alive"))
+            .collect();
+        assert!(left.is_empty(), "{kind:?}: a detached child kept running");
+    }
+}
+
+#[test]
+fn cpu_seconds_are_limited() {
+    for kind in backends() {
+        let sb = sandbox(kind, |l| l.cpu_s = Some(1));
+        let t0 = Instant::now();
+        let r = sb
+            .exec(&Exec::shell("while :; do :; done").timeout(Duration::from_secs(20)))
+            .unwrap();
+        assert_eq!(r.killed, Some(Killed::CpuLimit), "{kind:?}: {r:?}");
+        assert!(t0.elapsed() < Duration::from_secs(10));
+    }
+}
+
+#[test]
+fn address_space_is_limited() {
+    for kind in backends() {
+        let sb = sandbox(kind, |l| l.memory_bytes = Some(256 << 20));
+        let r = sb
+            .sh("python3 -c 'b = bytearray(1 << 30); print(\"allocated\")'")
+            .unwrap();
+        assert!(
+            !r.ok() && !r.stdout.contains("allocated"),
+            "{kind:?}: {r:?}"
+        );
+        assert!(r.stderr.contains("MemoryError"), "{kind:?}: {r:?}");
+        let r = sb
+            .sh("python3 -c 'b = bytearray(16 << 20); print(\"allocated\")'")
+            .unwrap();
+        assert_eq!(
+            r.stdout, "allocated\n",
+            "{kind:?}: a small allocation must work: {r:?}"
+        );
+    }
+}
+
+#[test]
+fn open_files_are_limited() {
+    for kind in backends() {
+        let sb = sandbox(kind, |l| l.open_files = Some(32));
+        let r = sb
+            .sh("python3 -c '\nfs = []\ntry:\n    while len(fs) < 1000: fs.append(open(\"/dev/null\"))\nexcept OSError as e: print(len(fs), e.errno)'")
+            .unwrap();
+        let n: usize = r.stdout.split_whitespace().next().unwrap().parse().unwrap();
+        assert!(n < 32, "{kind:?}: opened {n}: {r:?}");
+        assert!(r.stdout.trim().ends_with(" 24"), "EMFILE expected: {r:?}");
+    }
+}
+
+#[test]
+fn a_fork_bomb_is_contained() {
+    if !nix::unistd::geteuid().is_root() {
+        // RLIMIT_NPROC counts the caller's own processes; as a normal user the test would
+        // count everything else the user runs.
+        eprintln!("not root: the process-count limit is tested as root only");
+        return;
+    }
+    for kind in backends() {
+        let sb = sandbox(kind, |l| l.processes = Some(20));
+        let t0 = Instant::now();
+        let r = sb
+            .exec(
+                &Exec::argv([
+                    "python3",
+                    "-c",
+                    "import os, time\nn = 0\nfor i in range(200):\n    try:\n        if os.fork() == 0:\n            time.sleep(3); os._exit(0)\n        n += 1\n    except OSError: pass\nprint(n)",
+                ])
+                .timeout(Duration::from_secs(20)),
+            )
+            .unwrap();
+        let running: usize = r.stdout.trim().parse().unwrap_or(999);
+        assert!(running < 20, "{kind:?}: {running} children ran: {r:?}");
+        // The classic bomb: contained by the process limit, ended by the wall timeout.
+        let r = sb
+            .exec(&Exec::shell(":(){ :|:& };:; sleep 30").timeout(Duration::from_secs(2)))
+            .unwrap();
+        assert_eq!(r.killed, Some(Killed::Timeout), "{kind:?}");
+        assert!(t0.elapsed() < Duration::from_secs(15));
+    }
+}
+
+#[test]
+fn file_size_is_limited() {
+    for kind in backends() {
+        let sb = sandbox(kind, |l| l.file_size_bytes = Some(1 << 20));
+        let r = sb.sh("head -c 5000000 /dev/zero > big; echo done").unwrap();
+        let size = std::fs::metadata(sb.host_path("/app/big").unwrap())
+            .unwrap()
+            .len();
+        assert!(size <= 1 << 20, "{kind:?}: wrote {size} bytes: {r:?}");
+        let r = sb
+            .exec(&Exec::argv(["head", "-c", "5000000", "/dev/zero"]).cwd("/app"))
+            .unwrap();
+        assert!(
+            r.dropped_bytes > 0 || r.stdout.len() == 1 << 20,
+            "pipes are not files: {r:?}"
+        );
+    }
+}
+
+#[test]
+fn captured_output_is_capped() {
+    for kind in backends() {
+        let sb = sandbox(kind, |l| l.output_bytes = 1000);
+        let r = sb
+            .exec(&Exec::argv(["yes"]).timeout(Duration::from_millis(500)))
+            .unwrap();
+        assert_eq!(r.stdout.len(), 1000, "{kind:?}");
+        assert!(r.dropped_bytes > 0);
+        assert_eq!(r.killed, Some(Killed::Timeout));
+    }
+}
+
+#[test]
+fn the_environment_is_scrubbed() {
+    std::env::set_var("NENYAX_TEST_SECRET", "leak");
+    for kind in backends() {
+        let sb = Sandbox::new(kind).unwrap();
+        let r = sb.sh("env").unwrap();
+        assert!(!r.stdout.contains("NENYAX_TEST_SECRET"), "{kind:?}");
+        assert!(r.stdout.contains("PATH=/usr/local/sbin"), "{kind:?}");
+    }
+}
+
+#[test]
+fn commands_run_unprivileged_when_nenyax_is_root() {
+    if !nix::unistd::geteuid().is_root() {
+        return;
+    }
+    for kind in backends() {
+        let sb = Sandbox::new(kind).unwrap();
+        assert_eq!(sb.sh("id -u").unwrap().stdout, "65534\n", "{kind:?}");
+    }
+}
+
+#[test]
+fn sandbox_check_passes_on_every_ready_backend() {
+    for kind in backends() {
+        let report = nenyax::sandbox::sandbox_check(kind);
+        assert!(report.passed(), "{}", report.render());
+        let n = report.promises.len();
+        assert!(n >= 8, "{kind:?}: only {n} promises checked");
+    }
+}
+
+#[test]
+fn warm_pool_hands_out_fresh_identical_sandboxes_and_refills() {
+    for kind in backends() {
+        let setup = [Exec::shell("echo prepared > state.txt")];
+        let pool = nenyax::sandbox::WarmPool::new(SandboxConfig::new(kind), &setup, 2).unwrap();
+        assert_eq!(pool.ready(), 2);
+        let a = pool.acquire().unwrap();
+        let b = pool.acquire().unwrap();
+        let c = pool.acquire().unwrap(); // the pool may be empty: made on demand
+        for sb in [&a, &b, &c] {
+            assert_eq!(sb.get("state.txt").unwrap(), b"prepared\n", "{kind:?}");
+        }
+        a.sh("echo dirty > state.txt").unwrap();
+        assert_eq!(
+            b.get("state.txt").unwrap(),
+            b"prepared\n",
+            "sandboxes share nothing"
+        );
+        let t0 = Instant::now();
+        while pool.ready() < 2 && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(pool.ready(), 2, "the pool refills in the background");
+    }
+}
+
+#[test]
+fn select_picks_the_lightest_safe_enough_backend() {
+    use nenyax::sandbox::{select, Level};
+    let s = select(Level::None).unwrap();
+    assert_eq!(s.backend, BackendKind::Process);
+    if BackendKind::Jail.ready().is_ok() {
+        let s = select(Level::Jail).unwrap();
+        assert_eq!(s.backend, BackendKind::Jail);
+        assert_eq!(s.skipped[0].0, "process");
+    }
+    let e = select(Level::Microvm).unwrap_err().to_string();
+    assert!(
+        e.contains("microvm") && e.contains("nenyax sandboxes"),
+        "{e}"
+    );
+}
