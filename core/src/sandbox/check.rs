@@ -209,9 +209,19 @@ fn no_network(kind: BackendKind) -> Result<(bool, String)> {
         .stdout
         .trim()
         .to_string();
+    // A listener on the host's loopback: the jail's 127.0.0.1 must be another one.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| crate::error::Error::io("binding a probe listener on 127.0.0.1", e))?;
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+    let probe = format!(
+        "bash -c 'exec 3<>/dev/tcp/127.0.0.1/{port}' 2>/dev/null && echo reached || echo refused"
+    );
+    let reached = sb.sh(&probe)?.stdout.trim().to_string();
     Ok((
-        ifs == ["lo"],
-        format!("interfaces without network: {ifs:?}; with network=true: {open}"),
+        ifs == ["lo"] && reached == "refused",
+        format!(
+            "interfaces without network: {ifs:?}; the host's 127.0.0.1:{port}: {reached}; with network=true: {open}"
+        ),
     ))
 }
 
