@@ -274,10 +274,10 @@ fn every_loss_and_gradient_case_matches_in_f32() {
     );
 }
 
-#[test]
-fn the_dpo_case_matches_in_f64() {
+/// The DPO case in precision `F`; its note gives the rewards and groups the pairs come from.
+fn check_dpo<F: DeviceReal>(tolerance: &str) {
     let g = golden();
-    let tol = &g["tolerance"]["float64_kernels"];
+    let tol = &g["tolerance"][tolerance];
     let (rtol, atol) = (tol["rtol"].as_f64().unwrap(), tol["atol"].as_f64().unwrap());
     let case = g["cases"]
         .as_array()
@@ -286,43 +286,53 @@ fn the_dpo_case_matches_in_f64() {
         .find(|c| c["kind"] == "dpo")
         .unwrap();
     let inputs = &case["inputs"];
-    // The case's note gives the rewards and groups its pairs come from.
-    let rewards = [1.0, 0.0, 0.5, 0.0, 0.0, 1.0];
-    let ids = [0, 0, 0, 1, 1, 1];
     let width = inputs["mask"][0].as_array().unwrap().len();
     let mask: Vec<u8> = f64s(&inputs["mask"]).iter().map(|&m| m as u8).collect();
+    let to = |v: &Value| -> Vec<F> { f64s(v).into_iter().map(F::from_f64).collect() };
     let out = dpo_loss(
-        &rewards,
-        &ids,
-        &f64s(&inputs["logp"]),
-        &f64s(&inputs["ref_logp"]),
+        &[1.0, 0.0, 0.5, 0.0, 0.0, 1.0],
+        &[0, 0, 0, 1, 1, 1],
+        &to(&inputs["logp"]),
+        &to(&inputs["ref_logp"]),
         &mask,
         width,
         case["params"]["beta"].as_f64().unwrap(),
     )
     .unwrap();
     let want = &case["expected"];
+    let name = |what: &str| format!("dpo/{what} ({tolerance})");
     close(
-        "dpo/loss",
+        &name("loss"),
         &[out.loss],
         &[want["loss"].as_f64().unwrap()],
         rtol,
         atol,
     );
     close(
-        "dpo/per_pair",
+        &name("per_pair"),
         &out.per_pair,
         &f64s(&want["per_pair_loss"]),
         rtol,
         atol,
     );
+    let grad: Vec<f64> = out.grad_logp.iter().map(|x| x.to_f64()).collect();
     close(
-        "dpo/grad_logp",
-        &out.grad_logp,
+        &name("grad_logp"),
+        &grad,
         &f64s(&want["grad_logp"]),
         rtol,
         atol,
     );
+}
+
+#[test]
+fn the_dpo_case_matches_in_f64() {
+    check_dpo::<f64>("float64_kernels");
+}
+
+#[test]
+fn the_dpo_case_matches_in_f32() {
+    check_dpo::<f32>("float32_kernels");
 }
 
 /// A small deterministic generator, so the large-batch test needs no crate.
@@ -436,49 +446,6 @@ fn large_batch_equals_its_rows<F: DeviceReal>() {
 fn a_large_batch_in_parallel_equals_its_rows_one_by_one() {
     large_batch_equals_its_rows::<f64>();
     large_batch_equals_its_rows::<f32>();
-}
-
-#[test]
-fn the_dpo_case_matches_in_f32() {
-    let g = golden();
-    let tol = &g["tolerance"]["float32_kernels"];
-    let (rtol, atol) = (tol["rtol"].as_f64().unwrap(), tol["atol"].as_f64().unwrap());
-    let case = g["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["kind"] == "dpo")
-        .unwrap();
-    let inputs = &case["inputs"];
-    let width = inputs["mask"][0].as_array().unwrap().len();
-    let mask: Vec<u8> = f64s(&inputs["mask"]).iter().map(|&m| m as u8).collect();
-    let f32s = |v: &Value| -> Vec<f32> { f64s(v).into_iter().map(|x| x as f32).collect() };
-    let out = dpo_loss(
-        &[1.0, 0.0, 0.5, 0.0, 0.0, 1.0],
-        &[0, 0, 0, 1, 1, 1],
-        &f32s(&inputs["logp"]),
-        &f32s(&inputs["ref_logp"]),
-        &mask,
-        width,
-        case["params"]["beta"].as_f64().unwrap(),
-    )
-    .unwrap();
-    let want = &case["expected"];
-    close(
-        "dpo/loss (f32)",
-        &[out.loss],
-        &[want["loss"].as_f64().unwrap()],
-        rtol,
-        atol,
-    );
-    let grad: Vec<f64> = out.grad_logp.iter().map(|&x| f64::from(x)).collect();
-    close(
-        "dpo/grad_logp (f32)",
-        &grad,
-        &f64s(&want["grad_logp"]),
-        rtol,
-        atol,
-    );
 }
 
 /// The named learners are the golden file's preset cases (pg-math.md §3), knob for knob; where
