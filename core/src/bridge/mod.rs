@@ -98,7 +98,7 @@ impl Worker {
         // programs it starts), the caller's entries after it.
         let mut pythonpath = package::dir()?.as_os_str().to_owned();
         if let Some(theirs) = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty()) {
-            pythonpath.push(":");
+            pythonpath.push(package::PATH_SEP);
             pythonpath.push(theirs);
         }
         let mut child = Command::new(&config.python)

@@ -59,6 +59,9 @@ const FILES: &[(&str, &str)] = &[
 /// The module a worker runs (`python -m`).
 pub(crate) const MODULE: &str = "nenyax_bridge";
 
+/// What separates `PYTHONPATH` entries.
+pub(crate) const PATH_SEP: &str = if cfg!(windows) { ";" } else { ":" };
+
 /// The directory holding `nenyax_bridge/`, written on first use: under `$XDG_CACHE_HOME/nenyax`
 /// (else `~/.cache/nenyax`), else, when that is not writable (a read-only or shared home), under
 /// a per-user directory in the system's temporary directory.
@@ -124,8 +127,8 @@ fn install(parents: &[PathBuf]) -> Result<PathBuf> {
 fn install_in(parent: &Path) -> std::result::Result<PathBuf, String> {
     let target = parent.join(dir_name());
     // The directory goes on PYTHONPATH, whose separator it must not contain.
-    if target.to_string_lossy().contains(':') {
-        return Err("the path contains ':'".into());
+    if target.to_string_lossy().contains(PATH_SEP) {
+        return Err(format!("the path contains '{PATH_SEP}'"));
     }
     if is_complete(&target) {
         trusted(parent)?;
