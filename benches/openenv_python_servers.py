@@ -19,8 +19,8 @@ import uvicorn
 
 def scaffold(directory, port):
     sys.path.insert(0, directory)
-    from openenv.core.env_server.http_server import create_app
     from models import EchoPeerAction, EchoPeerObservation
+    from openenv.core.env_server.http_server import create_app
     from server.echo_peer_environment import EchoPeerEnvironment
 
     app = create_app(

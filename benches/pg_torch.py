@@ -188,7 +188,7 @@ def run(args) -> None:
             if rust_grad is not None:
                 extra["grad_max_abs_diff_vs_rust_f32_rel"] = float(np.abs(g - rust_grad).max() / np.abs(rust_grad).max())
             emit("numpy", "fwd + manual grad", size, cfg, args.runs, median, best, loss, extra)
-            del leaf
+            leaf = None  # free this configuration's tensor before the next one
     log.close()
 
 

@@ -224,3 +224,42 @@ fn a_single_rollout_through_the_bridge_is_judged_by_the_dataset() {
     let t = env.rollout(&null, &RolloutOptions::new(Some(tasks[2].clone()), None));
     assert_eq!(t.score(), Some(0.0), "{:?}", t.error);
 }
+
+#[test]
+fn a_bridge_traceback_names_the_package_files() {
+    require_python();
+    use nenyax::bridge::{BridgeConfig, Worker};
+    let config = BridgeConfig {
+        python: std::env::var("NENYAX_PYTHON").unwrap(),
+        timeout: Duration::from_secs(120),
+        workers: 1,
+    };
+    let mut w = Worker::spawn(&config).unwrap();
+    // FrozenLake's constructor looks the map up in a dict: an unexpected error, reported with
+    // its traceback on the worker's stderr.
+    let e = w
+        .call(
+            "load",
+            json!({"driver": "gymnasium", "target": "FrozenLake-v1", "params": {"map_name": "no-such-map"}}),
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("KeyError"), "{e}");
+    assert!(!w.is_dead(), "an error reply keeps the worker");
+    // The stderr tail is filled by a reader thread: give it a moment.
+    let t0 = Instant::now();
+    let mut tail = w.stderr_tail();
+    while !tail.contains("KeyError") && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+        tail = w.stderr_tail();
+    }
+    for file in [
+        "nenyax_bridge/dispatch.py",
+        "nenyax_bridge/gymnasium_driver.py",
+    ] {
+        assert!(
+            tail.contains(&format!("{file}\", line ")),
+            "{file} in {tail}"
+        );
+    }
+    assert!(!tail.contains("<string>"), "{tail}");
+}

@@ -11,11 +11,10 @@ WebSocket). Run it with:
 
 import os
 
-from pydantic import Field
-
 from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, ConcurrencyConfig, Observation, State
+from pydantic import Field
 
 
 class CountAction(Action):

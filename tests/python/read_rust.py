@@ -21,7 +21,7 @@ def diffs(a, b, path="$"):
         return [d for k in sorted(a.keys() | b.keys())
                 for d in diffs(a.get(k, "<absent>"), b.get(k, "<absent>"), f"{path}.{k}")]
     if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        return [d for i, (x, y) in enumerate(zip(a, b)) for d in diffs(x, y, f"{path}[{i}]")]
+        return [d for i, (x, y) in enumerate(zip(a, b, strict=True)) for d in diffs(x, y, f"{path}[{i}]")]
     return [] if a == b else [f"{path}: rust {json.dumps(a)} != python {json.dumps(b)}"]
 
 

@@ -9,6 +9,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 
 mod lines;
+mod package;
 use lines::LineReader;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -17,15 +18,6 @@ use crate::error::{Error, Result};
 
 pub mod drivers;
 pub mod verifiers;
-
-/// The bridge script, embedded at build time: the protocol and the step-mode drivers, then
-/// the Verifiers driver (which registers itself in `DRIVERS`), then the entry point.
-pub const SCRIPT: &str = concat!(
-    include_str!("bridge.py"),
-    "\n",
-    include_str!("verifiers.py"),
-    "\n\nif __name__ == \"__main__\":\n    main()\n"
-);
 
 /// Protocol version this library speaks.
 pub const PROTOCOL: u64 = 1;
@@ -102,8 +94,16 @@ const STDERR_LINES: usize = 40;
 impl Worker {
     /// Start a worker and wait for its handshake.
     pub fn spawn(config: &BridgeConfig) -> Result<Worker> {
+        // The package's directory first on PYTHONPATH (the worker takes it off again for the
+        // programs it starts), the caller's entries after it.
+        let mut pythonpath = package::dir()?.as_os_str().to_owned();
+        if let Some(theirs) = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty()) {
+            pythonpath.push(package::PATH_SEP);
+            pythonpath.push(theirs);
+        }
         let mut child = Command::new(&config.python)
-            .args(["-u", "-c", SCRIPT])
+            .args(["-u", "-m", package::MODULE])
+            .env("PYTHONPATH", pythonpath)
             .env("PYTHONHASHSEED", "0")
             .env("PYTHONUNBUFFERED", "1")
             // One worker per core already: numerical libraries must not start a thread pool
