@@ -10,7 +10,22 @@ use std::time::{Duration, Instant};
 use nenyax::conformance::{check_uri, CheckOptions, Status, Tier};
 use nenyax::{load, plan, Policy, RolloutOptions, Runner};
 
-fn require_python() {
+/// The worker-killing test picks its victim among this process's Python children, so it must
+/// not run while other tests here have workers of their own: it takes this lock alone, the
+/// others share it.
+static WORKERS: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+fn require_python() -> std::sync::RwLockReadGuard<'static, ()> {
+    assert_python();
+    WORKERS.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn require_python_alone() -> std::sync::RwLockWriteGuard<'static, ()> {
+    assert_python();
+    WORKERS.write().unwrap_or_else(|p| p.into_inner())
+}
+
+fn assert_python() {
     assert!(
         std::env::var_os("NENYAX_PYTHON").is_some(),
         "NENYAX_PYTHON is not set: run scripts/test.sh, which installs reasoning-gym and \
@@ -27,14 +42,14 @@ fn opts() -> CheckOptions {
 
 #[test]
 fn reasoning_gym_basic_arithmetic_is_audited() {
-    require_python();
+    let _shared = require_python();
     let r = check_uri("reasoning_gym:basic_arithmetic?size=20&workers=2", &opts());
     assert_eq!(r.tier, Tier::Audited, "{}", r.render());
 }
 
 #[test]
 fn cartpole_frozenlake_and_taxi_are_trainable_and_no_more() {
-    require_python();
+    let _shared = require_python();
     for id in ["CartPole-v1", "FrozenLake-v1", "Taxi-v4"] {
         let r = check_uri(&format!("gymnasium:{id}?workers=2"), &opts());
         assert_eq!(r.tier, Tier::Trainable, "{}", r.render());
@@ -54,7 +69,7 @@ fn cartpole_frozenlake_and_taxi_are_trainable_and_no_more() {
 
 #[test]
 fn gymnasium_sessions_are_seeded_and_text_envs_render_without_escapes() {
-    require_python();
+    let _shared = require_python();
     let env = load("gymnasium:CartPole-v1?workers=1").unwrap();
     let a = env.session(None, Some(7)).unwrap().observation().clone();
     let b = env.session(None, Some(7)).unwrap().observation().clone();
@@ -75,7 +90,7 @@ fn gymnasium_sessions_are_seeded_and_text_envs_render_without_escapes() {
 
 #[test]
 fn bad_reasoning_gym_input_is_named() {
-    require_python();
+    let _shared = require_python();
     let e = load("reasoning_gym:basic_arithmetc?workers=1")
         .err()
         .unwrap();
@@ -104,7 +119,7 @@ fn bad_reasoning_gym_input_is_named() {
 
 #[test]
 fn killing_a_worker_mid_batch_loses_exactly_its_rollout() {
-    require_python();
+    let _alone = require_python_alone();
     let env = load("reasoning_gym:basic_arithmetic?size=40&workers=2").unwrap();
     let oracle = env.reference_policy(None).unwrap();
     // Slow the policy down so that a worker is always mid-episode when it is killed.
@@ -179,7 +194,7 @@ fn bridge_children(parent: u32) -> Vec<u32> {
 
 #[test]
 fn a_missing_package_names_it_the_interpreter_and_the_fix() {
-    require_python();
+    let _shared = require_python();
     let dir = tempfile::tempdir().unwrap();
     let venv = dir.path().join("bare");
     let ok = Command::new("python3")
@@ -210,7 +225,7 @@ fn a_missing_package_names_it_the_interpreter_and_the_fix() {
 
 #[test]
 fn a_single_rollout_through_the_bridge_is_judged_by_the_dataset() {
-    require_python();
+    let _shared = require_python();
     let env = load("reasoning_gym:basic_arithmetic?size=5&seed=3&workers=1").unwrap();
     assert_eq!(env.manifest().num_tasks, Some(5));
     let tasks = env.tasks(None).unwrap();
@@ -227,7 +242,7 @@ fn a_single_rollout_through_the_bridge_is_judged_by_the_dataset() {
 
 #[test]
 fn a_bridge_traceback_names_the_package_files() {
-    require_python();
+    let _shared = require_python();
     use nenyax::bridge::{BridgeConfig, Worker};
     let config = BridgeConfig {
         python: std::env::var("NENYAX_PYTHON").unwrap(),
