@@ -304,22 +304,16 @@ struct OpenEnv {
 }
 
 fn get_json(url: &str, token: Option<&str>, timeout: Duration) -> Result<Option<Value>> {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(timeout))
-        .http_status_as_error(false)
-        .build()
-        .into();
-    let mut req = agent.get(url);
-    if let Some(t) = token {
-        req = req.header("Authorization", &format!("Bearer {t}"));
-    }
-    let mut resp = req.call().map_err(|e| Error::Endpoint {
+    let client = crate::openai::Client::new(crate::openai::RetryPolicy::once(timeout))
+        .bearer(token.map(str::to_string));
+    let mut answer = client.get(url, &[]).map_err(|e| Error::Endpoint {
         url: url.to_string(),
         message: format!(
-            "cannot reach the OpenEnv server: {e}; is it running, and is the URL right?"
+            "cannot reach the OpenEnv server: {}; is it running, and is the URL right?",
+            e.message
         ),
     })?;
-    let status = resp.status().as_u16();
+    let status = answer.status();
     if status == 401 || status == 403 {
         return Err(Error::Endpoint {
             url: url.to_string(),
@@ -332,7 +326,10 @@ fn get_json(url: &str, token: Option<&str>, timeout: Duration) -> Result<Option<
     if status != 200 {
         return Ok(None);
     }
-    Ok(resp.body_mut().read_json::<Value>().ok())
+    Ok(answer
+        .text(crate::openai::client::MAX_RESPONSE)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok()))
 }
 
 /// The action field that takes free text: the only string property besides `metadata`.
