@@ -24,6 +24,7 @@ pub mod define;
 pub mod drivers;
 pub mod env;
 pub mod error;
+mod http_server;
 pub mod judges;
 pub mod kernels;
 pub mod learn;

@@ -3,7 +3,7 @@
 use serde_json::{Map, Value};
 use std::time::Instant;
 
-use super::{failed_call, json_header, respond_error, SseWriter};
+use super::{failed_call, respond_error, Exchange, SseWriter, JSON};
 use crate::contract::ModelCall;
 use crate::error::Error;
 use crate::models::ChatModel;
@@ -12,7 +12,7 @@ use crate::openai::wire::{local_response, request_messages, wants_stream};
 use crate::openai::Route;
 
 pub(super) fn serve_model(
-    req: tiny_http::Request,
+    ex: &mut Exchange<'_>,
     route: Route,
     body: Map<String, Value>,
     model: &dyn ChatModel,
@@ -21,7 +21,7 @@ pub(super) fn serve_model(
     let messages = match request_messages(route, &body) {
         Ok(m) => m,
         Err(msg) => {
-            respond_error(req, 400, "invalid_request_error", &msg);
+            respond_error(ex, 400, "invalid_request_error", &msg);
             return failed_call(body, &msg, t0);
         }
     };
@@ -36,7 +36,7 @@ pub(super) fn serve_model(
         Ok(r) => r,
         Err(e) => {
             let msg = format!("{}: {e}", e.kind());
-            respond_error(req, 500, "server_error", &msg);
+            respond_error(ex, 500, "server_error", &msg);
             return failed_call(body, &msg, t0);
         }
     };
@@ -52,16 +52,13 @@ pub(super) fn serve_model(
     };
     let sent = if wants_stream(&call.request) {
         let events = stream_events(route, &response, &reply);
-        let mut w = SseWriter::start(req, 200);
+        let mut w = SseWriter::start(ex, 200);
         events
             .iter()
             .try_for_each(|e| w.event(e))
             .and_then(|_| w.finish())
     } else {
-        req.respond(
-            tiny_http::Response::from_data(Value::Object(response).to_string().into_bytes())
-                .with_header(json_header()),
-        )
+        ex.send(200, JSON, Value::Object(response).to_string().as_bytes())
     };
     if let Err(e) = sent {
         call.error = Some(format!(

@@ -20,13 +20,15 @@ mod proxy;
 
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::io::Write;
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 use crate::contract::ModelCall;
 use crate::error::{Error, Result};
+use crate::http_server::{Conn, HttpServer, Options, Refused, Request, State};
 use crate::models::ChatModel;
 use crate::openai::wire::error_body;
 // The wire types the recorder serves stay reachable at their old paths.
@@ -115,16 +117,12 @@ struct Shared {
     slots: RwLock<HashMap<String, Arc<Slot>>>,
     next: AtomicU64,
     max_body: usize,
-    stop: AtomicBool,
-    /// Handler threads started, and those waiting for a call.
-    threads: AtomicUsize,
-    idle: AtomicUsize,
 }
 
 /// An OpenAI-compatible server on 127.0.0.1 that records every call per rollout.
 pub struct ModelServer {
     shared: Arc<Shared>,
-    server: Arc<tiny_http::Server>,
+    http: HttpServer,
     port: u16,
 }
 
@@ -142,39 +140,33 @@ impl ModelServer {
 
     /// Start a server that refuses request bodies over `max_body` bytes.
     pub fn start_with(max_body: usize) -> Result<ModelServer> {
-        let server = tiny_http::Server::http("127.0.0.1:0").map_err(|e| {
-            Error::io(
-                "cannot start the recording model server on 127.0.0.1",
-                std::io::Error::other(e.to_string()),
-            )
-        })?;
-        let port = server
-            .server_addr()
-            .to_ip()
-            .map(|a| a.port())
-            .ok_or_else(|| Error::Config("the recording server has no TCP address".into()))?;
-        let server = Arc::new(server);
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .map_err(|e| Error::io("cannot start the recording model server on 127.0.0.1", e))?;
+        let port = listener
+            .local_addr()
+            .map_err(|e| Error::io("the recording server has no TCP address", e))?
+            .port();
         let shared = Arc::new(Shared {
             slots: RwLock::new(HashMap::new()),
             next: AtomicU64::new(1),
             max_body,
-            stop: AtomicBool::new(false),
-            threads: AtomicUsize::new(0),
-            idle: AtomicUsize::new(0),
         });
-        for _ in 0..4 {
-            if !spawn_handler(&server, &shared) {
-                return Err(Error::io(
-                    "cannot start the recording server's threads",
-                    std::io::Error::last_os_error(),
-                ));
-            }
-        }
-        Ok(ModelServer {
-            shared,
-            server,
-            port,
+        let sh = shared.clone();
+        let options = Options {
+            name: "nenyax-recorder",
+            max_connections: MAX_CONNECTIONS,
+            busy: |open| {
+                error_body(
+                    "server_error",
+                    &format!("the recording server has {open} connections open; retry later"),
+                )
+            },
+        };
+        let http = HttpServer::start(listener, options, move |stream, state| {
+            serve_connection(stream, &sh, state)
         })
+        .map_err(|e| Error::io("cannot start the recording server's threads", e))?;
+        Ok(ModelServer { shared, http, port })
     }
 
     /// The process-wide server, started on first use and shared by every rollout.
@@ -220,12 +212,8 @@ impl ModelServer {
 
 impl Drop for ModelServer {
     fn drop(&mut self) {
-        // Each unblock wakes one waiting thread, which sees the flag and exits; calls being
-        // served finish first.
-        self.shared.stop.store(true, Ordering::Relaxed);
-        for _ in 0..self.shared.threads.load(Ordering::SeqCst) {
-            self.server.unblock();
-        }
+        // Idle connections end at once; a call being served still writes its reply.
+        self.http.stop(Shutdown::Read);
     }
 }
 
@@ -288,50 +276,75 @@ impl Drop for Recording {
     }
 }
 
-/// Handler threads wait in `recv` and serve the call they get themselves (no hand-off to
-/// another thread, which on a VM costs a vCPU wake-up per call). The pool grows: a thread that
-/// takes the last idle slot starts another, so hundreds of calls can block on slow models at
-/// once without queueing behind each other, and threads stay for the next burst.
-fn serve(server: Arc<tiny_http::Server>, shared: Arc<Shared>) {
+/// Most connections open at once (each is a thread; hundreds of rollouts wait on slow models).
+const MAX_CONNECTIONS: usize = 8192;
+
+/// Longest wait for the next request on a keep-alive connection.
+const KEEPALIVE: Duration = Duration::from_secs(75);
+
+/// Each connection is served on its own thread, which reads a call and answers it itself (no
+/// hand-off to another thread, which on a VM costs a vCPU wake-up per call), so hundreds of
+/// calls can block on slow models at once without queueing behind each other.
+fn serve_connection(stream: TcpStream, shared: &Shared, state: &State) {
+    let mut conn = Conn::new(stream, KEEPALIVE);
     loop {
-        shared.idle.fetch_add(1, Ordering::SeqCst);
-        let got = server.recv();
-        let idle_now = shared.idle.fetch_sub(1, Ordering::SeqCst) - 1;
-        if shared.stop.load(Ordering::Relaxed) {
+        if state.stopping() {
             return;
         }
-        let Ok(req) = got else { continue };
-        if idle_now == 0 {
-            spawn_handler(&server, &shared);
+        let req = match conn.read_head() {
+            Ok(r) => r,
+            Err(Refused::Gone) => return,
+            Err(Refused::Reject(status, msg)) => {
+                let body = error_body("invalid_request_error", &msg).to_string();
+                return conn.refuse(status, JSON, body.as_bytes());
+            }
+        };
+        let mut ex = Exchange {
+            keep: req.keep_alive,
+            drain: false,
+            conn: &mut conn,
+        };
+        handle(&mut ex, req, shared);
+        let (keep, drain) = (ex.keep, ex.drain);
+        if drain {
+            return conn.drain();
         }
-        handle(req, &shared);
+        if !keep {
+            return conn.finish();
+        }
     }
 }
 
-fn spawn_handler(server: &Arc<tiny_http::Server>, shared: &Arc<Shared>) -> bool {
-    let (srv, sh) = (server.clone(), shared.clone());
-    let spawned = std::thread::Builder::new()
-        .name("nenyax-recorder".into())
-        .spawn(move || serve(srv, sh))
-        .is_ok();
-    if spawned {
-        shared.threads.fetch_add(1, Ordering::SeqCst);
-    }
-    // Out of threads: the ones running still serve, one call at a time each.
-    spawned
+const JSON: &str = "application/json";
+
+/// One request's answer being written: whether the connection stays open after it, and
+/// whether the client may still be sending a body that was refused.
+struct Exchange<'a> {
+    conn: &'a mut Conn,
+    keep: bool,
+    drain: bool,
 }
 
-fn handle(mut req: tiny_http::Request, shared: &Shared) {
+impl Exchange<'_> {
+    fn send(&mut self, status: u16, content_type: &str, body: &[u8]) -> std::io::Result<()> {
+        let r = self.conn.respond(status, content_type, body, self.keep);
+        if r.is_err() {
+            self.keep = false;
+        }
+        r
+    }
+}
+
+fn handle(ex: &mut Exchange<'_>, mut req: Request, shared: &Shared) {
     let t0 = Instant::now();
-    let url = req.url().to_string();
-    let path = url.split('?').next().unwrap_or("");
+    let path = req.path.clone();
     let Some((id, rest)) = path
         .strip_prefix("/r/")
         .and_then(|p| p.split_once("/v1/"))
         .map(|(id, rest)| (id.to_string(), rest.trim_end_matches('/').to_string()))
     else {
         return respond_error(
-            req,
+            ex,
             404,
             "not_found",
             &format!(
@@ -339,15 +352,14 @@ fn handle(mut req: tiny_http::Request, shared: &Shared) {
             ),
         );
     };
-    let method = req.method().clone();
-    let route = match (&method, rest.as_str()) {
-        (tiny_http::Method::Post, "chat/completions") => Route::Chat,
-        (tiny_http::Method::Post, "completions") => Route::Completions,
-        (tiny_http::Method::Post, "responses") => Route::Responses,
-        (tiny_http::Method::Get, "models") => Route::Models,
+    let route = match (req.method.as_str(), rest.as_str()) {
+        ("POST", "chat/completions") => Route::Chat,
+        ("POST", "completions") => Route::Completions,
+        ("POST", "responses") => Route::Responses,
+        ("GET", "models") => Route::Models,
         (m, r) => {
             return respond_error(
-                req,
+                ex,
                 404,
                 "not_found",
                 &format!("no route {m} /v1/{r}; served: POST chat/completions, completions, responses; GET models"),
@@ -362,7 +374,7 @@ fn handle(mut req: tiny_http::Request, shared: &Shared) {
         .cloned();
     let Some(slot) = slot else {
         return respond_error(
-            req,
+            ex,
             404,
             "not_found",
             &format!("unknown recording {id}: its rollout has finished, or it never existed"),
@@ -375,54 +387,45 @@ fn handle(mut req: tiny_http::Request, shared: &Shared) {
             Backend::Upstream(u) => u.model_name().unwrap_or("upstream").to_string(),
         };
         let body = json!({"object": "list", "data": [{"id": name, "object": "model", "created": 0, "owned_by": "nenyax"}]});
-        return respond_json(req, 200, &body);
+        return respond_json(ex, 200, &body);
     }
     // The body, bounded: a client that sends more than the limit gets 413, not a reset.
-    let limit = shared.max_body;
-    if req.body_length().is_some_and(|n| n > limit) {
-        let msg = format!(
-            "request body of {} bytes is over the {limit}-byte limit",
-            req.body_length().unwrap_or(0)
-        );
-        slot.push(failed_call(Map::new(), &msg, t0));
-        return respond_error(req, 413, "request_too_large", &msg);
+    match ex.conn.read_body(&mut req, shared.max_body, true) {
+        Ok(()) => {}
+        Err(Refused::Reject(413, msg)) => {
+            slot.push(failed_call(Map::new(), &msg, t0));
+            ex.keep = false;
+            ex.drain = true;
+            return respond_error(ex, 413, "request_too_large", &msg);
+        }
+        Err(refused) => {
+            let why = match refused {
+                Refused::Reject(_, m) => m,
+                Refused::Gone => "the client closed the connection".into(),
+            };
+            let msg = format!("could not read the request body: {why}");
+            slot.push(failed_call(Map::new(), &msg, t0));
+            ex.keep = false;
+            return respond_error(ex, 400, "invalid_request_error", &msg);
+        }
     }
-    let mut raw = Vec::new();
-    let read = req.as_reader().take(limit as u64 + 1).read_to_end(&mut raw);
-    if let Err(e) = read {
-        slot.push(failed_call(
-            Map::new(),
-            &format!("could not read the request body: {e}"),
-            t0,
-        ));
-        return respond_error(
-            req,
-            400,
-            "invalid_request_error",
-            &format!("could not read the request body: {e}"),
-        );
-    }
-    if raw.len() > limit {
-        let msg = format!("request body is over the {limit}-byte limit");
-        slot.push(failed_call(Map::new(), &msg, t0));
-        return respond_error(req, 413, "request_too_large", &msg);
-    }
+    let raw = std::mem::take(&mut req.body);
     let body = match serde_json::from_slice::<Value>(&raw) {
         Ok(Value::Object(m)) => m,
         Ok(_) => {
             let msg = "request body must be a JSON object";
             slot.push(failed_call(raw_request(&raw), msg, t0));
-            return respond_error(req, 400, "invalid_request_error", msg);
+            return respond_error(ex, 400, "invalid_request_error", msg);
         }
         Err(e) => {
             let msg = format!("request body is not valid JSON: {e}");
             slot.push(failed_call(raw_request(&raw), &msg, t0));
-            return respond_error(req, 400, "invalid_request_error", &msg);
+            return respond_error(ex, 400, "invalid_request_error", &msg);
         }
     };
     let call = match &slot.backend {
-        Backend::Model(model) => local::serve_model(req, route, body, model.as_ref(), t0),
-        Backend::Upstream(up) => proxy::proxy(req, route, body, up, t0),
+        Backend::Model(model) => local::serve_model(ex, route, body, model.as_ref(), t0),
+        Backend::Upstream(up) => proxy::proxy(ex, route, body, up, t0),
     };
     slot.push(call);
 }
@@ -447,33 +450,26 @@ fn raw_request(raw: &[u8]) -> Map<String, Value> {
     m
 }
 
-fn json_header() -> tiny_http::Header {
-    tiny_http::Header::from_bytes(&b"Content-Type"[..], &b"application/json"[..])
-        .expect("a valid header")
-}
-
-fn respond_json(req: tiny_http::Request, status: u16, body: &Value) {
-    let resp = tiny_http::Response::from_data(body.to_string().into_bytes())
-        .with_status_code(status)
-        .with_header(json_header());
+fn respond_json(ex: &mut Exchange<'_>, status: u16, body: &Value) {
     // The client may have gone; nothing to do about it here.
-    let _ = req.respond(resp);
+    let _ = ex.send(status, JSON, body.to_string().as_bytes());
 }
 
-fn respond_error(req: tiny_http::Request, status: u16, kind: &str, message: &str) {
-    respond_json(req, status, &error_body(kind, message));
+fn respond_error(ex: &mut Exchange<'_>, status: u16, kind: &str, message: &str) {
+    respond_json(ex, status, &error_body(kind, message));
 }
 
-/// A chunked `text/event-stream` response written by hand, so each event reaches the client
-/// as soon as it is written (tiny_http's own chunking would hold it back until a buffer fills).
-struct SseWriter {
-    out: Box<dyn Write + Send>,
+/// A chunked `text/event-stream` response written straight to the socket, so each event
+/// reaches the client as soon as it is written; the connection closes after it.
+struct SseWriter<'a> {
+    out: &'a mut TcpStream,
 }
 
-impl SseWriter {
-    fn start(req: tiny_http::Request, status: u16) -> SseWriter {
-        let mut out = req.into_writer();
-        let reason = if status == 200 { "OK" } else { "Error" };
+impl<'a> SseWriter<'a> {
+    fn start(ex: &'a mut Exchange<'_>, status: u16) -> SseWriter<'a> {
+        ex.keep = false;
+        let out = ex.conn.stream();
+        let reason = crate::http_server::reason(status);
         let _ = write!(
             out,
             "HTTP/1.1 {status} {reason}\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
@@ -496,8 +492,13 @@ impl SseWriter {
         self.raw(format!("data: {data}\n\n").as_bytes())
     }
 
-    fn finish(mut self) -> std::io::Result<()> {
+    fn finish(self) -> std::io::Result<()> {
         self.out.write_all(b"0\r\n\r\n")?;
         self.out.flush()
+    }
+
+    /// Cut the stream off without its last chunk, so the client sees it broke.
+    fn abort(self) {
+        let _ = self.out.shutdown(Shutdown::Both);
     }
 }

@@ -5,14 +5,14 @@ use serde_json::{json, Map, Value};
 use std::io::Read;
 use std::time::Instant;
 
-use super::{failed_call, json_header, respond_error, SseWriter};
+use super::{failed_call, respond_error, Exchange, SseWriter, JSON};
 use crate::contract::ModelCall;
 use crate::openai::sse::{assemble_stream, stream_finished};
 use crate::openai::wire::{add_capture, truncate, wants_stream};
 use crate::openai::{Route, Upstream};
 
 pub(super) fn proxy(
-    req: tiny_http::Request,
+    ex: &mut Exchange<'_>,
     route: Route,
     body: Map<String, Value>,
     up: &Upstream,
@@ -40,7 +40,7 @@ pub(super) fn proxy(
                 e.attempts,
                 if e.attempts == 1 { "" } else { "s" }
             );
-            respond_error(req, 502, "upstream_error", &msg);
+            respond_error(ex, 502, "upstream_error", &msg);
             call.error = Some(msg);
             call.latency_s = Some(t0.elapsed().as_secs_f64());
             return call;
@@ -55,7 +55,7 @@ pub(super) fn proxy(
         .is_some_and(|v| v.starts_with("text/event-stream"));
     if stream && is_sse && (200..300).contains(&status) {
         // Pass each piece through as it arrives, keep the whole for the record.
-        let mut w = SseWriter::start(req, status);
+        let mut w = SseWriter::start(ex, status);
         let mut reader = resp.body_mut().as_reader();
         let mut whole = Vec::new();
         let mut buf = vec![0u8; 16 * 1024];
@@ -90,8 +90,8 @@ pub(super) fn proxy(
             let why =
                 upstream_err.unwrap_or_else(|| "the stream ended without its final event".into());
             call.error = Some(format!("upstream stream broke off: {why}"));
-            // Ending the chunked body cleanly would tell the client all is well; drop it instead.
-            drop(w);
+            // Ending the chunked body cleanly would tell the client all is well; cut it instead.
+            w.abort();
         } else if let Err(e) = w.finish() {
             client_gone.get_or_insert(e.to_string());
         }
@@ -107,7 +107,7 @@ pub(super) fn proxy(
         Ok(t) => t,
         Err(e) => {
             let msg = format!("could not read the upstream response: {e}");
-            respond_error(req, 502, "upstream_error", &msg);
+            respond_error(ex, 502, "upstream_error", &msg);
             call.error = Some(msg);
             call.latency_s = Some(t0.elapsed().as_secs_f64());
             return call;
@@ -129,16 +129,8 @@ pub(super) fn proxy(
             truncate(&text, 300)
         ));
     }
-    let content_type = if parsed.is_some() {
-        json_header()
-    } else {
-        tiny_http::Header::from_bytes(&b"Content-Type"[..], &b"text/plain"[..]).expect("valid")
-    };
-    let _ = req.respond(
-        tiny_http::Response::from_data(text.into_bytes())
-            .with_status_code(status)
-            .with_header(content_type),
-    );
+    let content_type = if parsed.is_some() { JSON } else { "text/plain" };
+    let _ = ex.send(status, content_type, text.as_bytes());
     call.latency_s = Some(t0.elapsed().as_secs_f64());
     call
 }

@@ -18,9 +18,8 @@ use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use tungstenite::protocol::frame::coding::CloseCode;
@@ -30,6 +29,7 @@ use tungstenite::{Message, WebSocket};
 use crate::contract::Mode;
 use crate::env::Environment;
 use crate::error::{Error, Result};
+use crate::http_server::{Conn, HttpServer, Options, Refused, Request, State};
 use protocol::{empty_state, error_frame, native_action, Fault, Play, ResetArgs};
 
 /// How a server is bound and bounded.
@@ -134,7 +134,7 @@ impl ServeOptions {
 pub struct Server {
     addr: SocketAddr,
     shared: Arc<Shared>,
-    accept: Option<JoinHandle<()>>,
+    http: HttpServer,
 }
 
 struct HttpSession {
@@ -148,10 +148,6 @@ struct Shared {
     /// Live episode sessions (WS connections past the capacity check, plus HTTP sessions).
     sessions: AtomicUsize,
     http_sessions: Mutex<HashMap<String, HttpSession>>,
-    stopping: AtomicBool,
-    /// Open connections, so that `stop` can shut them down.
-    conns: Mutex<HashMap<u64, TcpStream>>,
-    next_conn: AtomicU64,
     metadata: Vec<u8>,
     schema: Vec<u8>,
     openapi: Vec<u8>,
@@ -200,22 +196,20 @@ impl Server {
             opts,
             sessions: AtomicUsize::new(0),
             http_sessions: Mutex::new(HashMap::new()),
-            stopping: AtomicBool::new(false),
-            conns: Mutex::new(HashMap::new()),
-            next_conn: AtomicU64::new(0),
             id_seed: random_seed(),
             id_counter: AtomicU64::new(0),
         });
         let s = shared.clone();
-        let accept = std::thread::Builder::new()
-            .name("nenyax-serve-accept".into())
-            .spawn(move || accept_loop(listener, s))
-            .map_err(|e| Error::io("cannot start the server thread", e))?;
-        Ok(Server {
-            addr,
-            shared,
-            accept: Some(accept),
+        let options = Options {
+            name: "nenyax-serve",
+            max_connections: s.opts.max_connections,
+            busy: |open| json!({"detail": format!("Server at connection limit ({open} open); retry later")}),
+        };
+        let http = HttpServer::start(listener, options, move |stream, state| {
+            handle_connection(stream, &s, state)
         })
+        .map_err(|e| Error::io("cannot start the server thread", e))?;
+        Ok(Server { addr, shared, http })
     }
 
     /// The bound address.
@@ -236,9 +230,7 @@ impl Server {
     /// Block until the server stops (it stops only through [`Server::stop`] from another
     /// handle's thread, or when the process exits).
     pub fn wait(mut self) {
-        if let Some(h) = self.accept.take() {
-            let _ = h.join();
-        }
+        self.http.wait();
     }
 
     /// Stop accepting, close every connection and end every session.
@@ -247,17 +239,7 @@ impl Server {
     }
 
     fn shutdown(&mut self) {
-        if self.shared.stopping.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        // Wake the blocking accept.
-        let _ = TcpStream::connect_timeout(&wake_addr(self.addr), Duration::from_secs(1));
-        if let Some(h) = self.accept.take() {
-            let _ = h.join();
-        }
-        for (_, c) in lock(&self.shared.conns).drain() {
-            let _ = c.shutdown(Shutdown::Both);
-        }
+        self.http.stop(Shutdown::Both);
         let drained: Vec<HttpSession> = lock(&self.shared.http_sessions)
             .drain()
             .map(|(_, s)| s)
@@ -272,18 +254,6 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.shutdown();
     }
-}
-
-/// The address that reaches a listener bound to `addr` (a wildcard bind is reached on loopback).
-fn wake_addr(addr: SocketAddr) -> SocketAddr {
-    let mut a = addr;
-    if a.ip().is_unspecified() {
-        a.set_ip(match a {
-            SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
-            SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
-        });
-    }
-    a
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -342,258 +312,52 @@ impl Shared {
     }
 }
 
-fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
-    for stream in listener.incoming() {
-        if shared.stopping.load(Ordering::SeqCst) {
-            break;
-        }
-        let Ok(stream) = stream else {
-            // EMFILE and friends: back off instead of spinning.
-            std::thread::sleep(Duration::from_millis(10));
-            continue;
-        };
-        let open = lock(&shared.conns).len();
-        if open >= shared.opts.max_connections {
-            let mut s = stream;
-            let _ = write_response(
-                &mut s,
-                503,
-                &json!({"detail": format!("Server at connection limit ({open} open); retry later")}),
-                false,
-            );
-            continue;
-        }
-        let id = shared.next_conn.fetch_add(1, Ordering::SeqCst);
-        if let Ok(c) = stream.try_clone() {
-            lock(&shared.conns).insert(id, c);
-        }
-        let s = shared.clone();
-        let spawned = std::thread::Builder::new()
-            .name("nenyax-serve-conn".into())
-            .spawn(move || {
-                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    handle_connection(stream, &s)
-                }));
-                lock(&s.conns).remove(&id);
-            });
-        if spawned.is_err() {
-            lock(&shared.conns).remove(&id);
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// HTTP/1.1
-
-const MAX_HEAD: usize = 16 * 1024;
-const KEEPALIVE: Duration = Duration::from_secs(75);
-
-struct Request {
-    method: String,
-    path: String,
-    query: String,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Request {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn has_token(&self, name: &str, token: &str) -> bool {
-        self.header(name)
-            .is_some_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
-    }
-
-    fn query_param(&self, key: &str) -> Option<String> {
-        self.query.split('&').find_map(|kv| {
-            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-            (k == key).then(|| v.to_string())
-        })
-    }
-}
-
-enum ReadOutcome {
-    Request(Request, bool),
-    /// The client closed or went idle between requests.
-    Gone,
-    /// A bad request, answered with this status and message, then the connection is closed.
-    Reject(u16, String),
-}
-
-/// Read one request; `buf` keeps bytes past it (pipelining). The bool: HTTP/1.1 keep-alive.
-fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>, max_body: usize) -> ReadOutcome {
-    let mut chunk = [0u8; 8192];
-    let head_end = loop {
-        if let Some(i) = find_head_end(buf) {
-            break i;
-        }
-        if buf.len() > MAX_HEAD {
-            return ReadOutcome::Reject(431, "request head larger than 16 KiB".into());
-        }
-        match stream.read(&mut chunk) {
-            Ok(0) => return ReadOutcome::Gone,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(_) => return ReadOutcome::Gone,
-        }
-    };
-    let mut headers = [httparse::EMPTY_HEADER; 64];
-    let mut req = httparse::Request::new(&mut headers);
-    let parsed = match req.parse(&buf[..head_end]) {
-        Ok(httparse::Status::Complete(_)) => req,
-        Ok(httparse::Status::Partial) => {
-            return ReadOutcome::Reject(400, "incomplete request head".into())
-        }
-        Err(httparse::Error::TooManyHeaders) => {
-            return ReadOutcome::Reject(431, "more than 64 request headers".into())
-        }
-        Err(e) => return ReadOutcome::Reject(400, format!("malformed request: {e}")),
-    };
-    let method = parsed.method.unwrap_or("").to_string();
-    let target = parsed.path.unwrap_or("/");
-    let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    let version = parsed.version.unwrap_or(1);
-    let headers: Vec<(String, String)> = parsed
-        .headers
-        .iter()
-        .map(|h| {
-            (
-                h.name.to_string(),
-                String::from_utf8_lossy(h.value).trim().to_string(),
-            )
-        })
-        .collect();
-    let mut request = Request {
-        method,
-        path: path.to_string(),
-        query: query.to_string(),
-        headers,
-        body: Vec::new(),
-    };
-    buf.drain(..head_end);
-    if request.header("transfer-encoding").is_some() {
-        return ReadOutcome::Reject(
-            411,
-            "chunked request bodies are not accepted; send Content-Length".into(),
-        );
-    }
-    let len = match request.header("content-length") {
-        None => 0,
-        Some(v) => match v.parse::<usize>() {
-            Ok(n) => n,
-            Err(_) => return ReadOutcome::Reject(400, format!("bad Content-Length `{v}`")),
-        },
-    };
-    if len > max_body {
-        return ReadOutcome::Reject(
-            413,
-            format!("request body of {len} bytes is larger than the limit of {max_body} bytes"),
-        );
-    }
-    while buf.len() < len {
-        match stream.read(&mut chunk) {
-            Ok(0) => return ReadOutcome::Gone,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(_) => return ReadOutcome::Gone,
-        }
-    }
-    request.body = buf.drain(..len).collect();
-    let keep_alive = if version == 0 {
-        request.has_token("connection", "keep-alive")
-    } else {
-        !request.has_token("connection", "close")
-    };
-    ReadOutcome::Request(request, keep_alive)
-}
-
-fn find_head_end(buf: &[u8]) -> Option<usize> {
-    buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
-}
-
-fn reason(status: u16) -> &'static str {
-    match status {
-        101 => "Switching Protocols",
-        200 => "OK",
-        400 => "Bad Request",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        411 => "Length Required",
-        413 => "Content Too Large",
-        422 => "Unprocessable Entity",
-        426 => "Upgrade Required",
-        431 => "Request Header Fields Too Large",
-        500 => "Internal Server Error",
-        503 => "Service Unavailable",
-        _ => "Error",
-    }
-}
-
-fn write_response(stream: &mut TcpStream, status: u16, body: &Value, keep: bool) -> io::Result<()> {
-    write_raw(stream, status, body.to_string().as_bytes(), keep)
-}
-
-fn write_raw(stream: &mut TcpStream, status: u16, body: &[u8], keep: bool) -> io::Result<()> {
-    let head = format!(
-        "HTTP/1.1 {status} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: {}\r\n\r\n",
-        reason(status),
-        body.len(),
-        if keep { "keep-alive" } else { "close" }
-    );
-    let mut out = Vec::with_capacity(head.len() + body.len());
-    out.extend_from_slice(head.as_bytes());
-    out.extend_from_slice(body);
-    stream.write_all(&out)?;
-    stream.flush()
-}
-
-fn handle_connection(mut stream: TcpStream, shared: &Arc<Shared>) {
-    let _ = stream.set_nodelay(true);
-    let _ = stream.set_read_timeout(Some(KEEPALIVE.min(shared.opts.idle_timeout)));
-    let _ = stream.set_write_timeout(Some(Duration::from_secs(30)));
-    let mut buf = Vec::new();
+fn handle_connection(stream: TcpStream, shared: &Arc<Shared>, state: &State) {
+    let mut conn = Conn::new(stream, KEEPALIVE.min(shared.opts.idle_timeout));
     loop {
-        if shared.stopping.load(Ordering::SeqCst) {
+        if state.stopping() {
             return;
         }
-        let (req, keep) = match read_request(&mut stream, &mut buf, shared.opts.max_message_bytes) {
-            ReadOutcome::Gone => return,
-            ReadOutcome::Reject(status, msg) => {
-                let _ = write_response(&mut stream, status, &json!({"detail": msg}), false);
-                let _ = stream.shutdown(Shutdown::Write);
-                return;
+        let read = conn.read_head().and_then(|mut req| {
+            if req.has_token("upgrade", "websocket") {
+                return Ok(req);
             }
-            ReadOutcome::Request(r, k) => (r, k),
+            conn.read_body(&mut req, shared.opts.max_message_bytes, false)
+                .map(|_| req)
+        });
+        let req = match read {
+            Ok(r) => r,
+            Err(Refused::Gone) => return,
+            Err(Refused::Reject(status, msg)) => {
+                let body = json!({"detail": msg}).to_string();
+                let _ = conn.respond(status, JSON, body.as_bytes(), false);
+                return conn.finish();
+            }
         };
         if req.has_token("upgrade", "websocket") {
             if req.path != "/ws" {
-                let _ = write_response(
-                    &mut stream,
-                    404,
-                    &json!({"detail": format!("no WebSocket endpoint at {}; use /ws", req.path)}),
-                    false,
-                );
+                let body =
+                    json!({"detail": format!("no WebSocket endpoint at {}; use /ws", req.path)});
+                let _ = conn.respond(404, JSON, body.to_string().as_bytes(), false);
                 return;
             }
-            websocket(stream, std::mem::take(&mut buf), &req, shared);
-            return;
+            let (stream, leftover) = conn.into_parts();
+            return websocket(stream, leftover, &req, shared, state);
         }
         let (status, body) = route(shared, &req);
         let ok = match body {
-            Body::Json(v) => write_response(&mut stream, status, &v, keep),
-            Body::Raw(b) => write_raw(&mut stream, status, b, keep),
+            Body::Json(v) => conn.respond(status, JSON, v.to_string().as_bytes(), req.keep_alive),
+            Body::Raw(b) => conn.respond(status, JSON, b, req.keep_alive),
         };
-        if ok.is_err() || !keep {
-            let _ = stream.shutdown(Shutdown::Write);
-            return;
+        if ok.is_err() || !req.keep_alive {
+            return conn.finish();
         }
     }
 }
+
+const JSON: &str = "application/json";
+/// Longest wait for the next request on a keep-alive connection.
+const KEEPALIVE: Duration = Duration::from_secs(75);
 
 enum Body<'a> {
     Json(Value),
@@ -812,7 +576,13 @@ fn http_state(shared: &Shared, req: &Request) -> (u16, Body<'static>) {
 // ---------------------------------------------------------------------------------------------
 // WebSocket /ws
 
-fn websocket(mut stream: TcpStream, leftover: Vec<u8>, req: &Request, shared: &Arc<Shared>) {
+fn websocket(
+    mut stream: TcpStream,
+    leftover: Vec<u8>,
+    req: &Request,
+    shared: &Arc<Shared>,
+    state: &State,
+) {
     let key = req.header("sec-websocket-key").map(str::to_string);
     let version_ok = req.header("sec-websocket-version") == Some("13");
     let Some(key) = key.filter(|_| version_ok && req.method == "GET") else {
@@ -864,7 +634,7 @@ fn websocket(mut stream: TcpStream, leftover: Vec<u8>, req: &Request, shared: &A
     let mut last = Instant::now();
     let mut last_ping = Instant::now();
     loop {
-        if shared.stopping.load(Ordering::SeqCst) {
+        if state.stopping() {
             close_ws(&mut ws, CloseCode::Away, "server stopping");
             break;
         }
