@@ -30,6 +30,7 @@ pub mod kernels;
 pub mod learn;
 pub mod models;
 pub mod openai;
+mod openenv_wire;
 pub mod policy;
 pub mod recorder;
 pub mod replay;

@@ -31,6 +31,7 @@ use crate::contract::{
 };
 use crate::env::{Environment, Episode};
 use crate::error::{Error, Result};
+use crate::openenv_wire::{code, ClientFrame, Envelope, ServerFrame};
 use crate::policy::Policy;
 use crate::router::Driver;
 use crate::uri::{ParamKind, ParamSpec, Params, Uri};
@@ -505,7 +506,7 @@ impl Environment for OpenEnv {
         if let Some(t) = task {
             data.insert("task_id".into(), json!(t.id));
         }
-        let reply = link.call(json!({"type": "reset", "data": data}), &self.target.http)?;
+        let reply = link.call(ClientFrame::Reset(Value::Object(data)), &self.target.http)?;
         let (obs, _, _, meta) = self.read_envelope(&reply)?;
         let task = task.cloned().or_else(|| {
             obs.info
@@ -573,29 +574,12 @@ impl EnvView {
                 crate::contract::preview(data)
             ))
         };
-        let env = data.as_object().ok_or_else(|| bad("is not an object"))?;
-        let raw = env.get("observation").cloned().unwrap_or(Value::Null);
-        let reward = match env.get("reward") {
-            None | Some(Value::Null) => None,
-            Some(Value::Bool(b)) => Some(f64::from(u8::from(*b))),
-            Some(Value::Number(n)) => n.as_f64(),
-            Some(_) => return Err(bad("has a reward that is not a number, bool or null")),
-        };
-        let done = match env.get("done") {
-            None | Some(Value::Null) => false,
-            Some(Value::Bool(b)) => *b,
-            Some(_) => return Err(bad("has a `done` that is not a bool")),
-        };
-        let mut metadata = env
-            .get("metadata")
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default();
-        if metadata.is_empty() {
-            if let Some(m) = raw.get("metadata").and_then(Value::as_object) {
-                metadata = m.clone();
-            }
-        }
+        let Envelope {
+            observation: raw,
+            reward,
+            done,
+            metadata,
+        } = Envelope::parse(data).map_err(bad)?;
         let mut obs = if self.nenyax {
             // Nenyax's own observation, carried in {data, text, info}.
             Observation {
@@ -694,7 +678,7 @@ impl Episode for OpenEnvEpisode {
                 }
             }
         };
-        let reply = match link.call(json!({"type": "step", "data": wire}), &self.env.target) {
+        let reply = match link.call(ClientFrame::Step(wire), &self.env.target) {
             Ok(r) => r,
             Err(e @ Error::InvalidAction { .. }) => return Err(e),
             Err(e) => {
@@ -885,7 +869,7 @@ impl Link {
     }
 
     /// Send one frame and read its reply's `data`; error frames become typed errors.
-    fn call(&self, frame: Value, server: &str) -> Result<Value> {
+    fn call(&self, frame: ClientFrame, server: &str) -> Result<Value> {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let lost = |why: &str| {
             Error::Environment(format!(
@@ -903,7 +887,7 @@ impl Link {
         let _ = tcp_of(ws).set_read_timeout(Some(self.timeout));
         let deadline = Instant::now() + self.timeout;
         let result = (|| -> std::result::Result<Value, String> {
-            ws.send(Message::text(frame.to_string()))
+            ws.send(Message::text(frame.to_json().to_string()))
                 .map_err(|e| format!("send failed: {e}"))?;
             loop {
                 match ws.read() {
@@ -949,49 +933,51 @@ impl Link {
                 return Err(lost(&why));
             }
         };
-        match msg.get("type").and_then(Value::as_str) {
-            Some("error") => {
-                let data = msg.get("data").cloned().unwrap_or(Value::Null);
-                let code = data
-                    .get("code")
-                    .and_then(Value::as_str)
-                    .unwrap_or("UNKNOWN");
-                let text = data
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("no message")
-                    .to_string();
+        let mut drop_link = |why: String| {
+            st.broken = Some(why);
+            st.ws = None;
+        };
+        match ServerFrame::parse(&msg) {
+            Some(ServerFrame::Error {
+                code: c,
+                message: text,
+                data,
+            }) => {
                 let details = data
                     .get("errors")
                     .map(|e| format!(": {}", crate::contract::preview(e)))
                     .unwrap_or_default();
-                match code {
-                    "CAPACITY_REACHED" => {
-                        st.broken = Some("the server was at capacity".into());
-                        st.ws = None;
+                match c.as_str() {
+                    code::CAPACITY_REACHED => {
+                        drop_link("the server was at capacity".into());
                         Err(Error::Capacity {
                             server: server.to_string(),
                             message: text,
                         })
                     }
-                    "VALIDATION_ERROR" => Err(Error::InvalidAction {
-                        env: server.to_string(),
-                        action: crate::contract::preview(&frame["data"]),
-                        reason: format!("{text}{details}"),
-                    }),
-                    "FACTORY_ERROR" | "SESSION_ERROR" => {
-                        st.broken = Some(code.to_string());
-                        st.ws = None;
+                    code::VALIDATION_ERROR => {
+                        let action = match &frame {
+                            ClientFrame::Step(d) | ClientFrame::Reset(d) => d.clone(),
+                            _ => Value::Null,
+                        };
+                        Err(Error::InvalidAction {
+                            env: server.to_string(),
+                            action: crate::contract::preview(&action),
+                            reason: format!("{text}{details}"),
+                        })
+                    }
+                    code::FACTORY_ERROR | code::SESSION_ERROR => {
+                        drop_link(c.clone());
                         Err(Error::Environment(format!(
-                            "{server}: the server could not make a session ({code}): {text}"
+                            "{server}: the server could not make a session ({c}): {text}"
                         )))
                     }
                     _ => Err(Error::Environment(format!(
-                        "{server}: {code}: {text}{details}"
+                        "{server}: {c}: {text}{details}"
                     ))),
                 }
             }
-            Some("observation" | "state") => Ok(msg.get("data").cloned().unwrap_or(Value::Null)),
+            Some(ServerFrame::Observation(data) | ServerFrame::State(data)) => Ok(data),
             _ => Err(Error::Protocol(format!(
                 "{server}: unexpected reply {}",
                 crate::contract::preview(&msg)
@@ -1005,7 +991,7 @@ impl Link {
             let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(mut ws) = st.ws.take() {
                 let _ = tcp_of(&ws).set_read_timeout(Some(Duration::from_millis(500)));
-                let _ = ws.send(Message::text(r#"{"type":"close"}"#));
+                let _ = ws.send(Message::text(ClientFrame::Close.to_json().to_string()));
                 let _ = ws.close(None);
                 // Read until the server's close (or a short timeout) for a clean close.
                 for _ in 0..8 {

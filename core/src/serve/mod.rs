@@ -30,6 +30,7 @@ use crate::contract::Mode;
 use crate::env::Environment;
 use crate::error::{Error, Result};
 use crate::http_server::{Conn, HttpServer, Options, Refused, Request, State};
+use crate::openenv_wire::{code, ClientFrame, ServerFrame};
 use protocol::{empty_state, error_frame, native_action, Fault, Play, ResetArgs};
 
 /// How a server is bound and bounded.
@@ -616,7 +617,7 @@ fn websocket(
         let active = shared.sessions.load(Ordering::SeqCst);
         let max_s = shared.opts.max_sessions;
         let frame = error_frame(
-            "CAPACITY_REACHED",
+            code::CAPACITY_REACHED,
             &format!(
                 "Server at capacity: {active}/{max_s} sessions active. Cannot accept new connections."
             ),
@@ -656,7 +657,7 @@ fn websocket(
             Ok(Message::Binary(_)) => {
                 last = Instant::now();
                 let f = error_frame(
-                    "INVALID_JSON",
+                    code::INVALID_JSON,
                     "binary frames are not accepted; send JSON text frames",
                     None,
                 );
@@ -783,90 +784,33 @@ fn handle_frame(
     play: &mut Option<Play>,
     text: &str,
 ) -> Option<Value> {
-    let msg: Value = match serde_json::from_str(text) {
-        Ok(v) => v,
-        Err(e) => {
-            return Some(error_frame(
-                "INVALID_JSON",
-                &format!("Invalid JSON: {e}"),
-                None,
-            ))
-        }
+    let frame = match ClientFrame::parse(text) {
+        Ok(f) => f,
+        Err(error) => return Some(error),
     };
-    let Value::Object(obj) = &msg else {
-        return Some(
-            Fault::invalid(
-                "model_type",
-                json!([]),
-                "Input should be an object {\"type\": ..., \"data\": ...}",
-                &msg,
-            )
-            .frame(),
-        );
-    };
-    let kind = match obj.get("type") {
-        Some(Value::String(s)) => s.as_str(),
-        Some(other) => {
-            return Some(
-                Fault::invalid(
-                    "string_type",
-                    json!(["type"]),
-                    "Input should be a valid string",
-                    other,
-                )
-                .frame(),
-            )
-        }
-        None => {
-            return Some(Fault::invalid("missing", json!(["type"]), "Field required", &msg).frame())
-        }
-    };
-    let allowed: &[&str] = match kind {
-        "reset" | "step" | "mcp" => &["type", "data"],
-        "state" | "close" => &["type"],
-        other => {
-            return Some(error_frame(
-                "UNKNOWN_TYPE",
-                &format!("Unknown message type: {other}"),
-                None,
-            ))
-        }
-    };
-    if let Some(extra) = obj.keys().find(|k| !allowed.contains(&k.as_str())) {
-        return Some(
-            Fault::invalid(
-                "extra_forbidden",
-                json!([extra]),
-                "Extra inputs are not permitted",
-                &obj[extra],
-            )
-            .frame(),
-        );
-    }
-    let data = obj.get("data").cloned().unwrap_or(Value::Null);
-    let out = match kind {
-        "close" => return None,
-        "state" => Ok(json!({
-            "type": "state",
-            "data": play.as_ref().map_or_else(|| empty_state(env_id), |p| p.state(env_id)),
-        })),
-        "mcp" => Ok(json!({"type": "mcp", "data": protocol::mcp_reply(Some(&data))})),
-        "reset" => ResetArgs::from_json(&data, false).and_then(|args| {
+    let out = match frame {
+        ClientFrame::Close => return None,
+        ClientFrame::State => Ok(ServerFrame::State(
+            play.as_ref()
+                .map_or_else(|| empty_state(env_id), |p| p.state(env_id)),
+        )),
+        ClientFrame::Mcp(data) => Ok(ServerFrame::Mcp(protocol::mcp_reply(Some(&data)))),
+        ClientFrame::Reset(data) => ResetArgs::from_json(&data, false).and_then(|args| {
             // The previous episode ends before the next starts (it may hold a worker).
             *play = None;
             let id = args.episode_id.clone().unwrap_or_else(|| shared.new_id());
             let (p, envelope) = Play::start(shared.env.as_ref(), &args, id, false)?;
             *play = Some(p);
-            Ok(json!({"type": "observation", "data": envelope}))
+            Ok(ServerFrame::Observation(envelope))
         }),
-        _ => native_action(&data, &[]).and_then(|action| match play.as_mut() {
-            None => Err(Fault::Execution(
-                "no episode is running: send {\"type\": \"reset\"} first".into(),
-            )),
-            Some(p) => p
-                .step(action, false)
-                .map(|envelope| json!({"type": "observation", "data": envelope})),
-        }),
+        ClientFrame::Step(data) => {
+            native_action(&data, &[]).and_then(|action| match play.as_mut() {
+                None => Err(Fault::Execution(
+                    "no episode is running: send {\"type\": \"reset\"} first".into(),
+                )),
+                Some(p) => p.step(action, false).map(ServerFrame::Observation),
+            })
+        }
     };
-    Some(out.unwrap_or_else(|f| f.frame()))
+    Some(out.map_or_else(|f| f.frame(), |f| f.to_json()))
 }
