@@ -250,30 +250,7 @@ impl Conn {
     /// End the connection after an answer sent before the request was read whole: read (and
     /// drop) what the client still sends for up to 2 s, so the answer is not lost to a reset.
     pub fn drain(mut self) {
-        let _ = self.stream.shutdown(Shutdown::Write);
-        let _ = self
-            .stream
-            .set_read_timeout(Some(Duration::from_millis(200)));
-        let deadline = Instant::now() + Duration::from_secs(2);
-        let mut sink = [0u8; 16 * 1024];
-        let mut discarded = 0usize;
-        while Instant::now() < deadline && discarded < (64 << 20) {
-            match self.stream.read(&mut sink) {
-                Ok(0) => break,
-                Ok(n) => discarded += n,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::Interrupted
-                            | io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    continue
-                }
-                Err(_) => break,
-            }
-        }
+        drain(&mut self.stream);
     }
 
     /// End the connection after the last response.
@@ -290,6 +267,34 @@ impl Conn {
     pub fn stream(&mut self) -> &mut TcpStream {
         &mut self.stream
     }
+}
+
+/// Half-close `stream`, then read and drop what the peer still sends (at most 2 s, 64 MiB), so
+/// the last thing written reaches it instead of being lost to a reset; then close it.
+pub(crate) fn drain(stream: &mut TcpStream) {
+    let _ = stream.shutdown(Shutdown::Write);
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut sink = [0u8; 16 * 1024];
+    let mut discarded = 0usize;
+    while Instant::now() < deadline && discarded < (64 << 20) {
+        match stream.read(&mut sink) {
+            Ok(0) => break,
+            Ok(n) => discarded += n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::Interrupted
+                        | io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue
+            }
+            Err(_) => break,
+        }
+    }
+    let _ = stream.shutdown(Shutdown::Both);
 }
 
 /// The reason phrase of the statuses these servers send.
