@@ -5,8 +5,8 @@ use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::chat::ChatModel;
 use super::providers::{provider, Provider, ProviderKind};
-use super::ChatModel;
 use crate::contract::{Message, ModelCall};
 use crate::error::{Error, Result};
 use crate::openai::wire::{chat_request, reply_from_response, truncate};

@@ -3,7 +3,7 @@
 use crate::contract::{Message, Role};
 use crate::error::{Error, Result};
 
-use super::ChatModel;
+use super::chat::ChatModel;
 
 type ReplyFn = dyn Fn(&[Message]) -> Result<Message> + Send + Sync;
 

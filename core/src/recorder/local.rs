@@ -3,7 +3,7 @@
 use serde_json::{Map, Value};
 use std::time::Instant;
 
-use super::{failed_call, respond_error, Exchange, SseWriter, JSON};
+use super::exchange::{failed_call, respond_error, Exchange, SseWriter, JSON};
 use crate::contract::ModelCall;
 use crate::error::Error;
 use crate::models::ChatModel;

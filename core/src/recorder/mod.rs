@@ -15,12 +15,12 @@
 //! recorded with their error when the recording is known. API keys live only in the upstream
 //! configuration: they are never part of a recorded request.
 
+mod exchange;
 mod local;
 mod proxy;
 
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
-use std::io::Write;
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
@@ -31,6 +31,7 @@ use crate::error::{Error, Result};
 use crate::http_server::{Conn, HttpServer, Options, Refused, Request, State};
 use crate::models::ChatModel;
 use crate::openai::wire::error_body;
+use exchange::{failed_call, respond_error, respond_json, Exchange, JSON};
 // The wire types the recorder serves stay reachable at their old paths.
 pub use crate::openai::{assemble_stream, Route, Upstream};
 
@@ -315,26 +316,6 @@ fn serve_connection(stream: TcpStream, shared: &Shared, state: &State) {
     }
 }
 
-const JSON: &str = "application/json";
-
-/// One request's answer being written: whether the connection stays open after it, and
-/// whether the client may still be sending a body that was refused.
-struct Exchange<'a> {
-    conn: &'a mut Conn,
-    keep: bool,
-    drain: bool,
-}
-
-impl Exchange<'_> {
-    fn send(&mut self, status: u16, content_type: &str, body: &[u8]) -> std::io::Result<()> {
-        let r = self.conn.respond(status, content_type, body, self.keep);
-        if r.is_err() {
-            self.keep = false;
-        }
-        r
-    }
-}
-
 fn handle(ex: &mut Exchange<'_>, mut req: Request, shared: &Shared) {
     let t0 = Instant::now();
     let path = req.path.clone();
@@ -430,75 +411,10 @@ fn handle(ex: &mut Exchange<'_>, mut req: Request, shared: &Shared) {
     slot.push(call);
 }
 
-fn failed_call(request: Map<String, Value>, error: &str, t0: Instant) -> ModelCall {
-    ModelCall {
-        request,
-        response: None,
-        error: Some(error.to_string()),
-        latency_s: Some(t0.elapsed().as_secs_f64()),
-        prompt_token_ids: None,
-        completion_token_ids: None,
-        completion_logprobs: None,
-    }
-}
-
 /// What a malformed body looked like, clipped, for the record.
 fn raw_request(raw: &[u8]) -> Map<String, Value> {
     let text = String::from_utf8_lossy(&raw[..raw.len().min(4096)]).into_owned();
     let mut m = Map::new();
     m.insert("raw_body".into(), Value::String(text));
     m
-}
-
-fn respond_json(ex: &mut Exchange<'_>, status: u16, body: &Value) {
-    // The client may have gone; nothing to do about it here.
-    let _ = ex.send(status, JSON, body.to_string().as_bytes());
-}
-
-fn respond_error(ex: &mut Exchange<'_>, status: u16, kind: &str, message: &str) {
-    respond_json(ex, status, &error_body(kind, message));
-}
-
-/// A chunked `text/event-stream` response written straight to the socket, so each event
-/// reaches the client as soon as it is written; the connection closes after it.
-struct SseWriter<'a> {
-    out: &'a mut TcpStream,
-}
-
-impl<'a> SseWriter<'a> {
-    fn start(ex: &'a mut Exchange<'_>, status: u16) -> SseWriter<'a> {
-        ex.keep = false;
-        let out = ex.conn.stream();
-        let reason = crate::http_server::reason(status);
-        let _ = write!(
-            out,
-            "HTTP/1.1 {status} {reason}\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
-        );
-        let _ = out.flush();
-        SseWriter { out }
-    }
-
-    fn raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        if bytes.is_empty() {
-            return Ok(());
-        }
-        write!(self.out, "{:x}\r\n", bytes.len())?;
-        self.out.write_all(bytes)?;
-        self.out.write_all(b"\r\n")?;
-        self.out.flush()
-    }
-
-    fn event(&mut self, data: &str) -> std::io::Result<()> {
-        self.raw(format!("data: {data}\n\n").as_bytes())
-    }
-
-    fn finish(self) -> std::io::Result<()> {
-        self.out.write_all(b"0\r\n\r\n")?;
-        self.out.flush()
-    }
-
-    /// Cut the stream off without its last chunk, so the client sees it broke.
-    fn abort(self) {
-        let _ = self.out.shutdown(Shutdown::Both);
-    }
 }

@@ -5,7 +5,7 @@ use serde_json::{json, Map, Value};
 use std::io::Read;
 use std::time::Instant;
 
-use super::{failed_call, respond_error, Exchange, SseWriter, JSON};
+use super::exchange::{failed_call, respond_error, Exchange, SseWriter, JSON};
 use crate::contract::ModelCall;
 use crate::openai::sse::{assemble_stream, stream_finished};
 use crate::openai::wire::{add_capture, truncate, wants_stream};

@@ -12,12 +12,15 @@
 //! panic it: requests are parsed defensively and every environment call runs under
 //! [`guard`](crate::env::guard).
 
+mod options;
 mod protocol;
+mod shared;
 mod ws;
+
+pub use options::ServeOptions;
 
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::io::Read;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -28,128 +31,13 @@ use crate::env::Environment;
 use crate::error::{Error, Result};
 use crate::http_server::{Conn, HttpServer, Options, Refused, Request, State};
 use protocol::{empty_state, native_action, Fault, Play, ResetArgs};
-
-/// How a server is bound and bounded.
-#[derive(Debug, Clone)]
-pub struct ServeOptions {
-    /// Address to bind; `127.0.0.1` unless told otherwise.
-    pub host: String,
-    /// Port to bind; 0 picks a free one (read it back with [`Server::addr`]).
-    pub port: u16,
-    /// Most episode sessions (WebSocket and HTTP together) at once; more are refused with
-    /// `CAPACITY_REACHED` (WS) or 503 (HTTP).
-    pub max_sessions: usize,
-    /// A session with no message for this long is closed and its slot freed.
-    pub idle_timeout: Duration,
-    /// Largest request body or WebSocket message accepted, in bytes.
-    pub max_message_bytes: usize,
-    /// Most open connections; more are answered 503 and closed.
-    pub max_connections: usize,
-    /// Interval of the server's WebSocket pings (keeps proxies and clients from dropping idle
-    /// sessions).
-    pub ping_interval: Duration,
-}
-
-impl Default for ServeOptions {
-    fn default() -> Self {
-        ServeOptions {
-            host: "127.0.0.1".into(),
-            port: 8000,
-            max_sessions: 64,
-            idle_timeout: Duration::from_secs(300),
-            max_message_bytes: 1 << 20,
-            max_connections: 1024,
-            ping_interval: Duration::from_secs(20),
-        }
-    }
-}
-
-impl ServeOptions {
-    /// Options from a JSON object with any of `host`, `port`, `max_sessions`,
-    /// `idle_timeout_s`, `max_message_bytes`, `max_connections`, `ping_interval_s` (the C ABI's
-    /// form). Unknown keys and out-of-range values are typed errors.
-    pub fn from_json(v: &Value) -> Result<ServeOptions> {
-        let mut o = ServeOptions::default();
-        let Some(obj) = v.as_object() else {
-            if v.is_null() {
-                return Ok(o);
-            }
-            return Err(Error::Config(format!(
-                "serve options must be a JSON object, got {v}"
-            )));
-        };
-        let bad = |k: &str, want: &str, got: &Value| {
-            Error::Config(format!(
-                "serve option `{k}` = {got} is invalid: expected {want}"
-            ))
-        };
-        let count = |k: &str, x: &Value| {
-            x.as_u64()
-                .filter(|n| *n >= 1)
-                .map(|n| n as usize)
-                .ok_or_else(|| bad(k, "a positive integer", x))
-        };
-        let secs = |k: &str, x: &Value| {
-            x.as_f64()
-                .filter(|s| s.is_finite() && *s > 0.0 && *s < 1e9)
-                .map(Duration::from_secs_f64)
-                .ok_or_else(|| bad(k, "a positive number of seconds", x))
-        };
-        for (k, x) in obj {
-            match k.as_str() {
-                "host" => {
-                    o.host = x
-                        .as_str()
-                        .filter(|s| !s.is_empty())
-                        .ok_or_else(|| bad(k, "an address such as 127.0.0.1", x))?
-                        .to_string()
-                }
-                "port" => {
-                    o.port = x
-                        .as_u64()
-                        .and_then(|p| u16::try_from(p).ok())
-                        .ok_or_else(|| bad(k, "a port from 0 to 65535", x))?
-                }
-                "max_sessions" => o.max_sessions = count(k, x)?,
-                "max_connections" => o.max_connections = count(k, x)?,
-                "max_message_bytes" => o.max_message_bytes = count(k, x)?,
-                "idle_timeout_s" => o.idle_timeout = secs(k, x)?,
-                "ping_interval_s" => o.ping_interval = secs(k, x)?,
-                other => {
-                    return Err(Error::Config(format!(
-                        "unknown serve option `{other}`; known: host, port, max_sessions, \
-                         idle_timeout_s, max_message_bytes, max_connections, ping_interval_s"
-                    )))
-                }
-            }
-        }
-        Ok(o)
-    }
-}
+use shared::{lock, random_seed, HttpSession, Shared};
 
 /// A running OpenEnv server. Stops (closing every connection) on [`Server::stop`] or drop.
 pub struct Server {
     addr: SocketAddr,
     shared: Arc<Shared>,
     http: HttpServer,
-}
-
-struct HttpSession {
-    play: Arc<Mutex<Play>>,
-    last_used: Instant,
-}
-
-struct Shared {
-    env: Arc<dyn Environment>,
-    opts: ServeOptions,
-    /// Live episode sessions (WS connections past the capacity check, plus HTTP sessions).
-    sessions: AtomicUsize,
-    http_sessions: Mutex<HashMap<String, HttpSession>>,
-    metadata: Vec<u8>,
-    schema: Vec<u8>,
-    openapi: Vec<u8>,
-    id_seed: u64,
-    id_counter: AtomicU64,
 }
 
 impl Server {
@@ -250,62 +138,6 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.shutdown();
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn random_seed() -> u64 {
-    let mut buf = [0u8; 8];
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut buf))
-        .is_ok()
-    {
-        return u64::from_le_bytes(buf);
-    }
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    crate::rng::splitmix64(t ^ u64::from(std::process::id()))
-}
-
-impl Shared {
-    /// A fresh unguessable id (128 bits from a random seed and a counter).
-    fn new_id(&self) -> String {
-        let n = self.id_counter.fetch_add(1, Ordering::SeqCst);
-        let a = crate::rng::splitmix64(self.id_seed ^ n);
-        let b = crate::rng::splitmix64(a ^ self.id_seed.rotate_left(17) ^ n);
-        format!("{a:016x}{b:016x}")
-    }
-
-    /// Take a session slot, reaping expired HTTP sessions first; `Err` carries the count.
-    fn acquire(&self) -> std::result::Result<(), usize> {
-        self.reap();
-        let max = self.opts.max_sessions;
-        self.sessions
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                (n < max).then_some(n + 1)
-            })
-            .map(|_| ())
-    }
-
-    fn release(&self) {
-        self.sessions.fetch_sub(1, Ordering::SeqCst);
-    }
-
-    fn reap(&self) {
-        let idle = self.opts.idle_timeout;
-        let mut map = lock(&self.http_sessions);
-        let before = map.len();
-        map.retain(|_, s| s.last_used.elapsed() < idle);
-        let gone = before - map.len();
-        drop(map);
-        if gone > 0 {
-            self.sessions.fetch_sub(gone, Ordering::SeqCst);
-        }
     }
 }
 

@@ -13,7 +13,7 @@ use tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tungstenite::{Message, WebSocket};
 
 use super::protocol::{self, empty_state, error_frame, native_action, Fault, Play, ResetArgs};
-use super::Shared;
+use super::shared::Shared;
 use crate::http_server::{Request, State};
 use crate::openenv_wire::{code, ClientFrame, ServerFrame};
 

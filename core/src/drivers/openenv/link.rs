@@ -13,8 +13,7 @@ use tungstenite::protocol::WebSocketConfig;
 use tungstenite::stream::MaybeTlsStream;
 use tungstenite::{Message, WebSocket};
 
-use super::target::Target;
-use super::Config;
+use super::target::{Config, Target};
 use crate::error::{Error, Result};
 use crate::openenv_wire::{code, ClientFrame, ServerFrame};
 

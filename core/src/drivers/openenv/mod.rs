@@ -32,12 +32,10 @@ mod link;
 mod target;
 
 use link::Link;
-use target::{token, Target};
+use target::{token, Config, Target, SCHEME};
 
 /// The `openenv:` scheme.
 pub struct OpenEnvDriver;
-
-const SCHEME: &str = "openenv";
 
 fn specs() -> Vec<ParamSpec> {
     vec![
@@ -157,18 +155,6 @@ impl Driver for OpenEnvDriver {
         )
         .map(|e| Arc::new(e) as Arc<dyn Environment>)
     }
-}
-
-/// How sessions are opened and bounded.
-struct Config {
-    /// Longest wait for one reply.
-    timeout: Duration,
-    /// How often an idle session answers the server's pings.
-    keepalive: Duration,
-    /// The bearer token, if any.
-    token: Option<String>,
-    /// Extra reset arguments.
-    reset: JsonMap,
 }
 
 /// A counting semaphore (the client-side session limit).

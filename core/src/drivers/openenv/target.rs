@@ -1,9 +1,25 @@
 //! Where an OpenEnv server is (`openenv:` targets: URLs, `host:port`, Hugging Face Spaces) and
-//! which token it gets.
+//! which token it gets, and how its sessions are bounded.
 
+use std::time::Duration;
+
+use crate::contract::JsonMap;
 use crate::error::{Error, Result};
 
-use super::SCHEME;
+/// The `openenv:` scheme.
+pub(super) const SCHEME: &str = "openenv";
+
+/// How sessions are opened and bounded.
+pub(super) struct Config {
+    /// Longest wait for one reply.
+    pub(super) timeout: Duration,
+    /// How often an idle session answers the server's pings.
+    pub(super) keepalive: Duration,
+    /// The bearer token, if any.
+    pub(super) token: Option<String>,
+    /// Extra reset arguments.
+    pub(super) reset: JsonMap,
+}
 
 /// Where the server is: its HTTP base and its WebSocket URL.
 #[derive(Debug, Clone)]
