@@ -24,20 +24,26 @@ pub mod define;
 pub mod drivers;
 pub mod env;
 pub mod error;
+mod http_server;
 pub mod judges;
 pub mod kernels;
 pub mod learn;
+pub mod models;
+pub mod openai;
+mod openenv_wire;
 pub mod policy;
-pub mod providers;
 pub mod recorder;
 pub mod replay;
-pub mod responses;
 pub mod rng;
 pub mod router;
 pub mod runner;
 pub mod sandbox;
 pub mod serve;
 pub mod uri;
+
+// Old homes of the provider presets and the Responses-API conversions.
+pub use models::providers;
+pub use openai::responses;
 
 pub use conformance::{check, check_uri, CheckOptions, Report, Tier};
 pub use contract::*;

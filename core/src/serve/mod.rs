@@ -12,151 +12,32 @@
 //! panic it: requests are parsed defensively and every environment call runs under
 //! [`guard`](crate::env::guard).
 
+mod options;
 mod protocol;
+mod shared;
+mod ws;
+
+pub use options::ServeOptions;
 
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-use tungstenite::protocol::frame::coding::CloseCode;
-use tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
-use tungstenite::{Message, WebSocket};
 
 use crate::contract::Mode;
 use crate::env::Environment;
 use crate::error::{Error, Result};
-use protocol::{empty_state, error_frame, native_action, Fault, Play, ResetArgs};
-
-/// How a server is bound and bounded.
-#[derive(Debug, Clone)]
-pub struct ServeOptions {
-    /// Address to bind; `127.0.0.1` unless told otherwise.
-    pub host: String,
-    /// Port to bind; 0 picks a free one (read it back with [`Server::addr`]).
-    pub port: u16,
-    /// Most episode sessions (WebSocket and HTTP together) at once; more are refused with
-    /// `CAPACITY_REACHED` (WS) or 503 (HTTP).
-    pub max_sessions: usize,
-    /// A session with no message for this long is closed and its slot freed.
-    pub idle_timeout: Duration,
-    /// Largest request body or WebSocket message accepted, in bytes.
-    pub max_message_bytes: usize,
-    /// Most open connections; more are answered 503 and closed.
-    pub max_connections: usize,
-    /// Interval of the server's WebSocket pings (keeps proxies and clients from dropping idle
-    /// sessions).
-    pub ping_interval: Duration,
-}
-
-impl Default for ServeOptions {
-    fn default() -> Self {
-        ServeOptions {
-            host: "127.0.0.1".into(),
-            port: 8000,
-            max_sessions: 64,
-            idle_timeout: Duration::from_secs(300),
-            max_message_bytes: 1 << 20,
-            max_connections: 1024,
-            ping_interval: Duration::from_secs(20),
-        }
-    }
-}
-
-impl ServeOptions {
-    /// Options from a JSON object with any of `host`, `port`, `max_sessions`,
-    /// `idle_timeout_s`, `max_message_bytes`, `max_connections`, `ping_interval_s` (the C ABI's
-    /// form). Unknown keys and out-of-range values are typed errors.
-    pub fn from_json(v: &Value) -> Result<ServeOptions> {
-        let mut o = ServeOptions::default();
-        let Some(obj) = v.as_object() else {
-            if v.is_null() {
-                return Ok(o);
-            }
-            return Err(Error::Config(format!(
-                "serve options must be a JSON object, got {v}"
-            )));
-        };
-        let bad = |k: &str, want: &str, got: &Value| {
-            Error::Config(format!(
-                "serve option `{k}` = {got} is invalid: expected {want}"
-            ))
-        };
-        let count = |k: &str, x: &Value| {
-            x.as_u64()
-                .filter(|n| *n >= 1)
-                .map(|n| n as usize)
-                .ok_or_else(|| bad(k, "a positive integer", x))
-        };
-        let secs = |k: &str, x: &Value| {
-            x.as_f64()
-                .filter(|s| s.is_finite() && *s > 0.0 && *s < 1e9)
-                .map(Duration::from_secs_f64)
-                .ok_or_else(|| bad(k, "a positive number of seconds", x))
-        };
-        for (k, x) in obj {
-            match k.as_str() {
-                "host" => {
-                    o.host = x
-                        .as_str()
-                        .filter(|s| !s.is_empty())
-                        .ok_or_else(|| bad(k, "an address such as 127.0.0.1", x))?
-                        .to_string()
-                }
-                "port" => {
-                    o.port = x
-                        .as_u64()
-                        .and_then(|p| u16::try_from(p).ok())
-                        .ok_or_else(|| bad(k, "a port from 0 to 65535", x))?
-                }
-                "max_sessions" => o.max_sessions = count(k, x)?,
-                "max_connections" => o.max_connections = count(k, x)?,
-                "max_message_bytes" => o.max_message_bytes = count(k, x)?,
-                "idle_timeout_s" => o.idle_timeout = secs(k, x)?,
-                "ping_interval_s" => o.ping_interval = secs(k, x)?,
-                other => {
-                    return Err(Error::Config(format!(
-                        "unknown serve option `{other}`; known: host, port, max_sessions, \
-                         idle_timeout_s, max_message_bytes, max_connections, ping_interval_s"
-                    )))
-                }
-            }
-        }
-        Ok(o)
-    }
-}
+use crate::http_server::{Conn, HttpServer, Options, Refused, Request, State};
+use protocol::{empty_state, native_action, Fault, Play, ResetArgs};
+use shared::{lock, random_seed, HttpSession, Shared};
 
 /// A running OpenEnv server. Stops (closing every connection) on [`Server::stop`] or drop.
 pub struct Server {
     addr: SocketAddr,
     shared: Arc<Shared>,
-    accept: Option<JoinHandle<()>>,
-}
-
-struct HttpSession {
-    play: Arc<Mutex<Play>>,
-    last_used: Instant,
-}
-
-struct Shared {
-    env: Arc<dyn Environment>,
-    opts: ServeOptions,
-    /// Live episode sessions (WS connections past the capacity check, plus HTTP sessions).
-    sessions: AtomicUsize,
-    http_sessions: Mutex<HashMap<String, HttpSession>>,
-    stopping: AtomicBool,
-    /// Open connections, so that `stop` can shut them down.
-    conns: Mutex<HashMap<u64, TcpStream>>,
-    next_conn: AtomicU64,
-    metadata: Vec<u8>,
-    schema: Vec<u8>,
-    openapi: Vec<u8>,
-    id_seed: u64,
-    id_counter: AtomicU64,
+    http: HttpServer,
 }
 
 impl Server {
@@ -200,22 +81,20 @@ impl Server {
             opts,
             sessions: AtomicUsize::new(0),
             http_sessions: Mutex::new(HashMap::new()),
-            stopping: AtomicBool::new(false),
-            conns: Mutex::new(HashMap::new()),
-            next_conn: AtomicU64::new(0),
             id_seed: random_seed(),
             id_counter: AtomicU64::new(0),
         });
         let s = shared.clone();
-        let accept = std::thread::Builder::new()
-            .name("nenyax-serve-accept".into())
-            .spawn(move || accept_loop(listener, s))
-            .map_err(|e| Error::io("cannot start the server thread", e))?;
-        Ok(Server {
-            addr,
-            shared,
-            accept: Some(accept),
+        let options = Options {
+            name: "nenyax-serve",
+            max_connections: s.opts.max_connections,
+            busy: |open| json!({"detail": format!("Server at connection limit ({open} open); retry later")}),
+        };
+        let http = HttpServer::start(listener, options, move |stream, state| {
+            handle_connection(stream, &s, state)
         })
+        .map_err(|e| Error::io("cannot start the server thread", e))?;
+        Ok(Server { addr, shared, http })
     }
 
     /// The bound address.
@@ -236,9 +115,7 @@ impl Server {
     /// Block until the server stops (it stops only through [`Server::stop`] from another
     /// handle's thread, or when the process exits).
     pub fn wait(mut self) {
-        if let Some(h) = self.accept.take() {
-            let _ = h.join();
-        }
+        self.http.wait();
     }
 
     /// Stop accepting, close every connection and end every session.
@@ -247,17 +124,7 @@ impl Server {
     }
 
     fn shutdown(&mut self) {
-        if self.shared.stopping.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        // Wake the blocking accept.
-        let _ = TcpStream::connect_timeout(&wake_addr(self.addr), Duration::from_secs(1));
-        if let Some(h) = self.accept.take() {
-            let _ = h.join();
-        }
-        for (_, c) in lock(&self.shared.conns).drain() {
-            let _ = c.shutdown(Shutdown::Both);
-        }
+        self.http.stop(Shutdown::Both);
         let drained: Vec<HttpSession> = lock(&self.shared.http_sessions)
             .drain()
             .map(|(_, s)| s)
@@ -274,326 +141,52 @@ impl Drop for Server {
     }
 }
 
-/// The address that reaches a listener bound to `addr` (a wildcard bind is reached on loopback).
-fn wake_addr(addr: SocketAddr) -> SocketAddr {
-    let mut a = addr;
-    if a.ip().is_unspecified() {
-        a.set_ip(match a {
-            SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
-            SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
-        });
-    }
-    a
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn random_seed() -> u64 {
-    let mut buf = [0u8; 8];
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut buf))
-        .is_ok()
-    {
-        return u64::from_le_bytes(buf);
-    }
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    crate::rng::splitmix64(t ^ u64::from(std::process::id()))
-}
-
-impl Shared {
-    /// A fresh unguessable id (128 bits from a random seed and a counter).
-    fn new_id(&self) -> String {
-        let n = self.id_counter.fetch_add(1, Ordering::SeqCst);
-        let a = crate::rng::splitmix64(self.id_seed ^ n);
-        let b = crate::rng::splitmix64(a ^ self.id_seed.rotate_left(17) ^ n);
-        format!("{a:016x}{b:016x}")
-    }
-
-    /// Take a session slot, reaping expired HTTP sessions first; `Err` carries the count.
-    fn acquire(&self) -> std::result::Result<(), usize> {
-        self.reap();
-        let max = self.opts.max_sessions;
-        self.sessions
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                (n < max).then_some(n + 1)
-            })
-            .map(|_| ())
-    }
-
-    fn release(&self) {
-        self.sessions.fetch_sub(1, Ordering::SeqCst);
-    }
-
-    fn reap(&self) {
-        let idle = self.opts.idle_timeout;
-        let mut map = lock(&self.http_sessions);
-        let before = map.len();
-        map.retain(|_, s| s.last_used.elapsed() < idle);
-        let gone = before - map.len();
-        drop(map);
-        if gone > 0 {
-            self.sessions.fetch_sub(gone, Ordering::SeqCst);
-        }
-    }
-}
-
-fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
-    for stream in listener.incoming() {
-        if shared.stopping.load(Ordering::SeqCst) {
-            break;
-        }
-        let Ok(stream) = stream else {
-            // EMFILE and friends: back off instead of spinning.
-            std::thread::sleep(Duration::from_millis(10));
-            continue;
-        };
-        let open = lock(&shared.conns).len();
-        if open >= shared.opts.max_connections {
-            let mut s = stream;
-            let _ = write_response(
-                &mut s,
-                503,
-                &json!({"detail": format!("Server at connection limit ({open} open); retry later")}),
-                false,
-            );
-            continue;
-        }
-        let id = shared.next_conn.fetch_add(1, Ordering::SeqCst);
-        if let Ok(c) = stream.try_clone() {
-            lock(&shared.conns).insert(id, c);
-        }
-        let s = shared.clone();
-        let spawned = std::thread::Builder::new()
-            .name("nenyax-serve-conn".into())
-            .spawn(move || {
-                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    handle_connection(stream, &s)
-                }));
-                lock(&s.conns).remove(&id);
-            });
-        if spawned.is_err() {
-            lock(&shared.conns).remove(&id);
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// HTTP/1.1
-
-const MAX_HEAD: usize = 16 * 1024;
-const KEEPALIVE: Duration = Duration::from_secs(75);
-
-struct Request {
-    method: String,
-    path: String,
-    query: String,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Request {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn has_token(&self, name: &str, token: &str) -> bool {
-        self.header(name)
-            .is_some_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
-    }
-
-    fn query_param(&self, key: &str) -> Option<String> {
-        self.query.split('&').find_map(|kv| {
-            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-            (k == key).then(|| v.to_string())
-        })
-    }
-}
-
-enum ReadOutcome {
-    Request(Request, bool),
-    /// The client closed or went idle between requests.
-    Gone,
-    /// A bad request, answered with this status and message, then the connection is closed.
-    Reject(u16, String),
-}
-
-/// Read one request; `buf` keeps bytes past it (pipelining). The bool: HTTP/1.1 keep-alive.
-fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>, max_body: usize) -> ReadOutcome {
-    let mut chunk = [0u8; 8192];
-    let head_end = loop {
-        if let Some(i) = find_head_end(buf) {
-            break i;
-        }
-        if buf.len() > MAX_HEAD {
-            return ReadOutcome::Reject(431, "request head larger than 16 KiB".into());
-        }
-        match stream.read(&mut chunk) {
-            Ok(0) => return ReadOutcome::Gone,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(_) => return ReadOutcome::Gone,
-        }
-    };
-    let mut headers = [httparse::EMPTY_HEADER; 64];
-    let mut req = httparse::Request::new(&mut headers);
-    let parsed = match req.parse(&buf[..head_end]) {
-        Ok(httparse::Status::Complete(_)) => req,
-        Ok(httparse::Status::Partial) => {
-            return ReadOutcome::Reject(400, "incomplete request head".into())
-        }
-        Err(httparse::Error::TooManyHeaders) => {
-            return ReadOutcome::Reject(431, "more than 64 request headers".into())
-        }
-        Err(e) => return ReadOutcome::Reject(400, format!("malformed request: {e}")),
-    };
-    let method = parsed.method.unwrap_or("").to_string();
-    let target = parsed.path.unwrap_or("/");
-    let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    let version = parsed.version.unwrap_or(1);
-    let headers: Vec<(String, String)> = parsed
-        .headers
-        .iter()
-        .map(|h| {
-            (
-                h.name.to_string(),
-                String::from_utf8_lossy(h.value).trim().to_string(),
-            )
-        })
-        .collect();
-    let mut request = Request {
-        method,
-        path: path.to_string(),
-        query: query.to_string(),
-        headers,
-        body: Vec::new(),
-    };
-    buf.drain(..head_end);
-    if request.header("transfer-encoding").is_some() {
-        return ReadOutcome::Reject(
-            411,
-            "chunked request bodies are not accepted; send Content-Length".into(),
-        );
-    }
-    let len = match request.header("content-length") {
-        None => 0,
-        Some(v) => match v.parse::<usize>() {
-            Ok(n) => n,
-            Err(_) => return ReadOutcome::Reject(400, format!("bad Content-Length `{v}`")),
-        },
-    };
-    if len > max_body {
-        return ReadOutcome::Reject(
-            413,
-            format!("request body of {len} bytes is larger than the limit of {max_body} bytes"),
-        );
-    }
-    while buf.len() < len {
-        match stream.read(&mut chunk) {
-            Ok(0) => return ReadOutcome::Gone,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(_) => return ReadOutcome::Gone,
-        }
-    }
-    request.body = buf.drain(..len).collect();
-    let keep_alive = if version == 0 {
-        request.has_token("connection", "keep-alive")
-    } else {
-        !request.has_token("connection", "close")
-    };
-    ReadOutcome::Request(request, keep_alive)
-}
-
-fn find_head_end(buf: &[u8]) -> Option<usize> {
-    buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
-}
-
-fn reason(status: u16) -> &'static str {
-    match status {
-        101 => "Switching Protocols",
-        200 => "OK",
-        400 => "Bad Request",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        411 => "Length Required",
-        413 => "Content Too Large",
-        422 => "Unprocessable Entity",
-        426 => "Upgrade Required",
-        431 => "Request Header Fields Too Large",
-        500 => "Internal Server Error",
-        503 => "Service Unavailable",
-        _ => "Error",
-    }
-}
-
-fn write_response(stream: &mut TcpStream, status: u16, body: &Value, keep: bool) -> io::Result<()> {
-    write_raw(stream, status, body.to_string().as_bytes(), keep)
-}
-
-fn write_raw(stream: &mut TcpStream, status: u16, body: &[u8], keep: bool) -> io::Result<()> {
-    let head = format!(
-        "HTTP/1.1 {status} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: {}\r\n\r\n",
-        reason(status),
-        body.len(),
-        if keep { "keep-alive" } else { "close" }
-    );
-    let mut out = Vec::with_capacity(head.len() + body.len());
-    out.extend_from_slice(head.as_bytes());
-    out.extend_from_slice(body);
-    stream.write_all(&out)?;
-    stream.flush()
-}
-
-fn handle_connection(mut stream: TcpStream, shared: &Arc<Shared>) {
-    let _ = stream.set_nodelay(true);
-    let _ = stream.set_read_timeout(Some(KEEPALIVE.min(shared.opts.idle_timeout)));
-    let _ = stream.set_write_timeout(Some(Duration::from_secs(30)));
-    let mut buf = Vec::new();
+fn handle_connection(stream: TcpStream, shared: &Arc<Shared>, state: &State) {
+    let mut conn = Conn::new(stream, KEEPALIVE.min(shared.opts.idle_timeout));
     loop {
-        if shared.stopping.load(Ordering::SeqCst) {
+        if state.stopping() {
             return;
         }
-        let (req, keep) = match read_request(&mut stream, &mut buf, shared.opts.max_message_bytes) {
-            ReadOutcome::Gone => return,
-            ReadOutcome::Reject(status, msg) => {
-                let _ = write_response(&mut stream, status, &json!({"detail": msg}), false);
-                let _ = stream.shutdown(Shutdown::Write);
-                return;
+        let read = conn.read_head().and_then(|mut req| {
+            if req.has_token("upgrade", "websocket") {
+                return Ok(req);
             }
-            ReadOutcome::Request(r, k) => (r, k),
+            conn.read_body(&mut req, shared.opts.max_message_bytes, false)
+                .map(|_| req)
+        });
+        let req = match read {
+            Ok(r) => r,
+            Err(Refused::Gone) => return,
+            Err(Refused::Reject(status, msg)) => {
+                let body = json!({"detail": msg}).to_string();
+                let _ = conn.respond(status, JSON, body.as_bytes(), false);
+                return conn.finish();
+            }
         };
         if req.has_token("upgrade", "websocket") {
             if req.path != "/ws" {
-                let _ = write_response(
-                    &mut stream,
-                    404,
-                    &json!({"detail": format!("no WebSocket endpoint at {}; use /ws", req.path)}),
-                    false,
-                );
+                let body =
+                    json!({"detail": format!("no WebSocket endpoint at {}; use /ws", req.path)});
+                let _ = conn.respond(404, JSON, body.to_string().as_bytes(), false);
                 return;
             }
-            websocket(stream, std::mem::take(&mut buf), &req, shared);
-            return;
+            let (stream, leftover) = conn.into_parts();
+            return ws::websocket(stream, leftover, &req, shared, state);
         }
         let (status, body) = route(shared, &req);
         let ok = match body {
-            Body::Json(v) => write_response(&mut stream, status, &v, keep),
-            Body::Raw(b) => write_raw(&mut stream, status, b, keep),
+            Body::Json(v) => conn.respond(status, JSON, v.to_string().as_bytes(), req.keep_alive),
+            Body::Raw(b) => conn.respond(status, JSON, b, req.keep_alive),
         };
-        if ok.is_err() || !keep {
-            let _ = stream.shutdown(Shutdown::Write);
-            return;
+        if ok.is_err() || !req.keep_alive {
+            return conn.finish();
         }
     }
 }
+
+const JSON: &str = "application/json";
+/// Longest wait for the next request on a keep-alive connection.
+const KEEPALIVE: Duration = Duration::from_secs(75);
 
 enum Body<'a> {
     Json(Value),
@@ -807,296 +400,4 @@ fn http_state(shared: &Shared, req: &Request) -> (u16, Body<'static>) {
             Err(e) => e,
         },
     }
-}
-
-// ---------------------------------------------------------------------------------------------
-// WebSocket /ws
-
-fn websocket(mut stream: TcpStream, leftover: Vec<u8>, req: &Request, shared: &Arc<Shared>) {
-    let key = req.header("sec-websocket-key").map(str::to_string);
-    let version_ok = req.header("sec-websocket-version") == Some("13");
-    let Some(key) = key.filter(|_| version_ok && req.method == "GET") else {
-        let body = r#"{"detail":"a WebSocket upgrade needs GET, Sec-WebSocket-Key and Sec-WebSocket-Version: 13"}"#;
-        let _ = stream.write_all(
-            format!(
-                "HTTP/1.1 426 Upgrade Required\r\nsec-websocket-version: 13\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            )
-            .as_bytes(),
-        );
-        return;
-    };
-    let accept = tungstenite::handshake::derive_accept_key(key.as_bytes());
-    let head = format!(
-        "HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-accept: {accept}\r\n\r\n"
-    );
-    if stream.write_all(head.as_bytes()).is_err() {
-        return;
-    }
-    let max = shared.opts.max_message_bytes;
-    let config = WebSocketConfig::default()
-        .max_message_size(Some(max))
-        .max_frame_size(Some(max));
-    let tick = shared.opts.ping_interval.min(shared.opts.idle_timeout);
-    let _ = stream.set_read_timeout(Some(tick));
-    let mut ws = WebSocket::from_partially_read(stream, leftover, Role::Server, Some(config));
-
-    // Like OpenEnv: accept first, then refuse with a CAPACITY_REACHED frame and close 1000.
-    if shared.acquire().is_err() {
-        let active = shared.sessions.load(Ordering::SeqCst);
-        let max_s = shared.opts.max_sessions;
-        let frame = error_frame(
-            "CAPACITY_REACHED",
-            &format!(
-                "Server at capacity: {active}/{max_s} sessions active. Cannot accept new connections."
-            ),
-            None,
-        );
-        let mut frame = frame;
-        frame["data"]["active_sessions"] = json!(active);
-        frame["data"]["max_sessions"] = json!(max_s);
-        let _ = ws.send(Message::text(frame.to_string()));
-        close_ws(&mut ws, CloseCode::Normal, "");
-        return;
-    }
-    let env_id = shared.env.manifest().id.clone();
-    let mut play: Option<Play> = None;
-    let mut last = Instant::now();
-    let mut last_ping = Instant::now();
-    loop {
-        if shared.stopping.load(Ordering::SeqCst) {
-            close_ws(&mut ws, CloseCode::Away, "server stopping");
-            break;
-        }
-        match ws.read() {
-            Ok(Message::Text(t)) => {
-                last = Instant::now();
-                match handle_frame(shared, &env_id, &mut play, t.as_str()) {
-                    Some(reply) => {
-                        if ws.send(Message::text(reply.to_string())).is_err() {
-                            break;
-                        }
-                    }
-                    None => {
-                        close_ws(&mut ws, CloseCode::Normal, "");
-                        break;
-                    }
-                }
-            }
-            Ok(Message::Binary(_)) => {
-                last = Instant::now();
-                let f = error_frame(
-                    "INVALID_JSON",
-                    "binary frames are not accepted; send JSON text frames",
-                    None,
-                );
-                if ws.send(Message::text(f.to_string())).is_err() {
-                    break;
-                }
-            }
-            Ok(Message::Close(_)) => {
-                // tungstenite queued the reply; flush it and finish.
-                let _ = ws.flush();
-                break;
-            }
-            Ok(_) => {
-                // Ping/pong: the pong to a ping is queued; send it now.
-                if ws.flush().is_err() {
-                    break;
-                }
-            }
-            Err(tungstenite::Error::Io(e))
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                if last.elapsed() >= shared.opts.idle_timeout {
-                    let why = format!(
-                        "session idle for more than {:.0} s; reconnect and reset",
-                        shared.opts.idle_timeout.as_secs_f64()
-                    );
-                    close_ws(&mut ws, CloseCode::Away, &why);
-                    break;
-                }
-                if last_ping.elapsed() >= shared.opts.ping_interval {
-                    last_ping = Instant::now();
-                    if ws.send(Message::Ping(Vec::new().into())).is_err() {
-                        break;
-                    }
-                }
-            }
-            Err(tungstenite::Error::Capacity(_)) => {
-                let why = format!("message larger than the limit of {max} bytes");
-                abort_ws(&mut ws, CloseCode::Size, &why);
-                break;
-            }
-            Err(tungstenite::Error::Utf8(_)) => {
-                abort_ws(&mut ws, CloseCode::Invalid, "text frame is not UTF-8");
-                break;
-            }
-            Err(tungstenite::Error::Protocol(e)) => {
-                abort_ws(&mut ws, CloseCode::Protocol, &e.to_string());
-                break;
-            }
-            Err(_) => break,
-        }
-    }
-    drop(play);
-    shared.release();
-}
-
-/// Close after a frame the codec could not take (too big, not UTF-8, bad framing): the
-/// WebSocket's read state is unusable, so send the close frame, then discard raw bytes until
-/// the peer goes (so the close frame is not lost to a reset) for at most 2 s.
-fn abort_ws(ws: &mut WebSocket<TcpStream>, code: CloseCode, why: &str) {
-    let mut reason = why.to_string();
-    while reason.len() > 120 {
-        reason.pop();
-    }
-    let _ = ws.close(Some(CloseFrame {
-        code,
-        reason: reason.into(),
-    }));
-    let _ = ws.flush();
-    let s = ws.get_mut();
-    let _ = s.shutdown(Shutdown::Write);
-    let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
-    let deadline = Instant::now() + Duration::from_secs(2);
-    let mut sink = [0u8; 16 * 1024];
-    let mut discarded = 0usize;
-    while Instant::now() < deadline && discarded < (64 << 20) {
-        match s.read(&mut sink) {
-            Ok(0) => break,
-            Ok(n) => discarded += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                continue
-            }
-            Err(_) => break,
-        }
-    }
-    let _ = s.shutdown(Shutdown::Both);
-}
-
-/// Send a close frame and wait briefly for the peer's, so the close is clean.
-fn close_ws(ws: &mut WebSocket<TcpStream>, code: CloseCode, why: &str) {
-    let mut reason = why.to_string();
-    // Close reasons must fit in a control frame (125 bytes with the code).
-    while reason.len() > 120 {
-        reason.pop();
-    }
-    let _ = ws.close(Some(CloseFrame {
-        code,
-        reason: reason.into(),
-    }));
-    let _ = ws.get_mut().set_read_timeout(Some(Duration::from_secs(2)));
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < deadline {
-        match ws.read() {
-            Ok(_) => continue,
-            Err(_) => break,
-        }
-    }
-    let _ = ws.get_mut().shutdown(Shutdown::Both);
-}
-
-/// Answer one text frame; `None` means the client asked to close.
-fn handle_frame(
-    shared: &Shared,
-    env_id: &str,
-    play: &mut Option<Play>,
-    text: &str,
-) -> Option<Value> {
-    let msg: Value = match serde_json::from_str(text) {
-        Ok(v) => v,
-        Err(e) => {
-            return Some(error_frame(
-                "INVALID_JSON",
-                &format!("Invalid JSON: {e}"),
-                None,
-            ))
-        }
-    };
-    let Value::Object(obj) = &msg else {
-        return Some(
-            Fault::invalid(
-                "model_type",
-                json!([]),
-                "Input should be an object {\"type\": ..., \"data\": ...}",
-                &msg,
-            )
-            .frame(),
-        );
-    };
-    let kind = match obj.get("type") {
-        Some(Value::String(s)) => s.as_str(),
-        Some(other) => {
-            return Some(
-                Fault::invalid(
-                    "string_type",
-                    json!(["type"]),
-                    "Input should be a valid string",
-                    other,
-                )
-                .frame(),
-            )
-        }
-        None => {
-            return Some(Fault::invalid("missing", json!(["type"]), "Field required", &msg).frame())
-        }
-    };
-    let allowed: &[&str] = match kind {
-        "reset" | "step" | "mcp" => &["type", "data"],
-        "state" | "close" => &["type"],
-        other => {
-            return Some(error_frame(
-                "UNKNOWN_TYPE",
-                &format!("Unknown message type: {other}"),
-                None,
-            ))
-        }
-    };
-    if let Some(extra) = obj.keys().find(|k| !allowed.contains(&k.as_str())) {
-        return Some(
-            Fault::invalid(
-                "extra_forbidden",
-                json!([extra]),
-                "Extra inputs are not permitted",
-                &obj[extra],
-            )
-            .frame(),
-        );
-    }
-    let data = obj.get("data").cloned().unwrap_or(Value::Null);
-    let out = match kind {
-        "close" => return None,
-        "state" => Ok(json!({
-            "type": "state",
-            "data": play.as_ref().map_or_else(|| empty_state(env_id), |p| p.state(env_id)),
-        })),
-        "mcp" => Ok(json!({"type": "mcp", "data": protocol::mcp_reply(Some(&data))})),
-        "reset" => ResetArgs::from_json(&data, false).and_then(|args| {
-            // The previous episode ends before the next starts (it may hold a worker).
-            *play = None;
-            let id = args.episode_id.clone().unwrap_or_else(|| shared.new_id());
-            let (p, envelope) = Play::start(shared.env.as_ref(), &args, id, false)?;
-            *play = Some(p);
-            Ok(json!({"type": "observation", "data": envelope}))
-        }),
-        _ => native_action(&data, &[]).and_then(|action| match play.as_mut() {
-            None => Err(Fault::Execution(
-                "no episode is running: send {\"type\": \"reset\"} first".into(),
-            )),
-            Some(p) => p
-                .step(action, false)
-                .map(|envelope| json!({"type": "observation", "data": envelope})),
-        }),
-    };
-    Some(out.unwrap_or_else(|f| f.frame()))
 }

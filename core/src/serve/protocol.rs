@@ -14,72 +14,8 @@ use serde_json::{json, Map, Value};
 use crate::contract::{JsonMap, Manifest, Observation, TaskRef};
 use crate::env::{guard, Environment, Session};
 use crate::error::Error;
-
-/// Why a request could not be served; maps to OpenEnv's error codes and HTTP statuses.
-#[derive(Debug)]
-pub(crate) enum Fault {
-    /// The request does not fit the protocol (WS `VALIDATION_ERROR`, HTTP 422).
-    Validation(Vec<Value>),
-    /// The environment refused or failed (WS `EXECUTION_ERROR`, HTTP 500).
-    Execution(String),
-}
-
-impl Fault {
-    /// One pydantic-shaped validation error.
-    pub(crate) fn invalid(kind: &str, loc: Value, msg: impl Into<String>, input: &Value) -> Fault {
-        Fault::Validation(vec![json!({
-            "type": kind,
-            "loc": loc,
-            "msg": msg.into(),
-            "input": clip(input),
-        })])
-    }
-
-    /// The WS error frame: `{"type":"error","data":{"message","code",...}}`.
-    pub(crate) fn frame(&self) -> Value {
-        match self {
-            Fault::Validation(errors) => error_frame(
-                "VALIDATION_ERROR",
-                "Invalid message",
-                Some(("errors", Value::Array(errors.clone()))),
-            ),
-            Fault::Execution(m) => error_frame("EXECUTION_ERROR", m, None),
-        }
-    }
-}
-
-/// An echoed input, shortened so that a huge bad request does not produce a huge error.
-fn clip(v: &Value) -> Value {
-    match v {
-        Value::String(s) if s.len() > 200 => {
-            let mut end = 200;
-            while !s.is_char_boundary(end) {
-                end -= 1;
-            }
-            Value::String(format!("{}… ({} bytes)", &s[..end], s.len()))
-        }
-        Value::String(_) | Value::Number(_) | Value::Bool(_) | Value::Null => v.clone(),
-        other => {
-            let text = other.to_string();
-            if text.len() > 200 {
-                Value::String(format!("{} bytes of JSON", text.len()))
-            } else {
-                other.clone()
-            }
-        }
-    }
-}
-
-/// A WS error frame with an OpenEnv error code.
-pub(crate) fn error_frame(code: &str, message: &str, extra: Option<(&str, Value)>) -> Value {
-    let mut data = Map::new();
-    data.insert("message".into(), json!(message));
-    data.insert("code".into(), json!(code));
-    if let Some((k, v)) = extra {
-        data.insert(k.into(), v);
-    }
-    json!({"type": "error", "data": data})
-}
+use crate::openenv_wire::Envelope;
+pub(crate) use crate::openenv_wire::{clip, error_frame, Fault};
 
 /// One episode being played for a client (a WS connection or an HTTP session).
 pub(crate) struct Play {
@@ -240,8 +176,7 @@ fn observation_json(obs: &Observation, metadata: &JsonMap) -> Value {
     })
 }
 
-/// The envelope `{"observation", "reward", "done", "metadata"}`. `http` writes `metadata: null`
-/// when empty (HTTP responses always carry the key); WS omits it when empty, like OpenEnv 0.10.
+/// The envelope of a Nenyax observation (see [`Envelope::to_json`] for `http`).
 pub(crate) fn envelope(
     obs: &Observation,
     reward: Option<f64>,
@@ -249,16 +184,13 @@ pub(crate) fn envelope(
     metadata: &JsonMap,
     http: bool,
 ) -> Value {
-    let mut env = Map::new();
-    env.insert("observation".into(), observation_json(obs, metadata));
-    env.insert("reward".into(), json!(reward));
-    env.insert("done".into(), json!(done));
-    if !metadata.is_empty() {
-        env.insert("metadata".into(), Value::Object(metadata.clone()));
-    } else if http {
-        env.insert("metadata".into(), Value::Null);
+    Envelope {
+        observation: observation_json(obs, metadata),
+        reward,
+        done,
+        metadata: metadata.clone(),
     }
-    Value::Object(env)
+    .to_json(http)
 }
 
 impl Play {

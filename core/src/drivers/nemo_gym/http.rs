@@ -5,11 +5,12 @@ use serde_json::Value;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::openai::client::{Answer, Client, RetryPolicy, MAX_RESPONSE};
 
-/// A resources server's base URL and the HTTP agent that reaches it.
+/// A resources server's base URL and the client that reaches it.
 pub(crate) struct Server {
     pub(crate) base: String,
-    agent: ureq::Agent,
+    client: Client,
 }
 
 /// The cookies of one episode: every `Set-Cookie` name=value seen, echoed as `Cookie:`.
@@ -107,25 +108,15 @@ pub(crate) fn detail(body: &str) -> String {
     }
 }
 
-pub(crate) fn clip(s: &str, n: usize) -> String {
-    if s.chars().count() > n {
-        format!("{}…", s.chars().take(n).collect::<String>())
-    } else {
-        s.to_string()
-    }
-}
+pub(crate) use crate::openai::wire::truncate as clip;
 
 impl Server {
-    /// A server at `base` (no trailing slash), each request bounded by `timeout`.
+    /// A server at `base` (no trailing slash), each request bounded by `timeout`. Never
+    /// retried: a tool call or `/verify` that reached the server may have changed the episode.
     pub(crate) fn new(base: &str, timeout: Duration) -> Server {
-        let agent = ureq::Agent::config_builder()
-            .timeout_global(Some(timeout))
-            .http_status_as_error(false)
-            .build()
-            .into();
         Server {
             base: base.trim_end_matches('/').to_string(),
-            agent,
+            client: Client::new(RetryPolicy::once(timeout)),
         }
     }
 
@@ -142,50 +133,39 @@ impl Server {
         ))
     }
 
+    fn reply(&self, url: &str, mut answer: Answer) -> Result<Reply> {
+        let status = answer.status();
+        let body = answer
+            .text(MAX_RESPONSE)
+            .map_err(|e| self.unreachable(url, e))?;
+        Ok(Reply { status, body })
+    }
+
     /// GET `path`.
     pub(crate) fn get(&self, path: &str) -> Result<Reply> {
         let url = self.url(path);
-        let mut resp = self
-            .agent
-            .get(&url)
-            .call()
-            .map_err(|e| self.unreachable(&url, e))?;
-        let status = resp.status().as_u16();
-        let body = resp
-            .body_mut()
-            .with_config()
-            .limit(64 << 20)
-            .read_to_string()
-            .map_err(|e| self.unreachable(&url, e))?;
-        Ok(Reply { status, body })
+        let answer = self
+            .client
+            .get(&url, &[])
+            .map_err(|e| self.unreachable(&url, e.message))?;
+        self.reply(&url, answer)
     }
 
     /// POST a JSON body to `path` with the episode's cookies; new cookies join the jar.
     pub(crate) fn post(&self, path: &str, body: &Value, jar: &mut Jar) -> Result<Reply> {
         let url = self.url(path);
-        let mut req = self
-            .agent
-            .post(&url)
-            .header("Content-Type", "application/json");
-        if let Some(c) = jar.header() {
-            req = req.header("Cookie", &c);
-        }
-        let mut resp = req
-            .send(body.to_string())
-            .map_err(|e| self.unreachable(&url, e))?;
-        for v in resp.headers().get_all("set-cookie") {
+        let cookie = jar.header();
+        let headers: Vec<(&str, &str)> = cookie.iter().map(|c| ("Cookie", c.as_str())).collect();
+        let answer = self
+            .client
+            .post_json(&url, &body.to_string(), &headers)
+            .map_err(|e| self.unreachable(&url, e.message))?;
+        for v in answer.response.headers().get_all("set-cookie") {
             if let Ok(s) = v.to_str() {
                 jar.merge(s);
             }
         }
-        let status = resp.status().as_u16();
-        let body = resp
-            .body_mut()
-            .with_config()
-            .limit(64 << 20)
-            .read_to_string()
-            .map_err(|e| self.unreachable(&url, e))?;
-        Ok(Reply { status, body })
+        self.reply(&url, answer)
     }
 }
 

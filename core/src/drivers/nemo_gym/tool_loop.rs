@@ -14,6 +14,8 @@ use super::{function_calls, tool_step, Api, NemoEpisode, NemoGymEnv};
 use crate::contract::{Message, Role, Step, ToolCall, Trajectory};
 use crate::env::{Episode as _, RolloutOptions};
 use crate::error::{Error, Result};
+use crate::openai::client::{Client, RetryPolicy, MAX_RESPONSE};
+use crate::openai::wire::truncate;
 use crate::policy::ChatModel;
 use crate::recorder::{Backend, ModelServer};
 use crate::responses::{chat_incomplete, chat_request, items_to_messages, message_to_items};
@@ -24,38 +26,29 @@ struct Turn {
     incomplete: Option<String>,
 }
 
-fn post(agent: &ureq::Agent, url: &str, body: &Map<String, Value>) -> Result<Map<String, Value>> {
+/// One model call to the recording server (which retries the upstream itself).
+fn post(client: &Client, url: &str, body: &Map<String, Value>) -> Result<Map<String, Value>> {
     let fail = |m: String| Error::Policy(format!("model call {url} failed: {m}"));
-    let mut resp = agent
-        .post(url)
-        .header("Content-Type", "application/json")
-        .send(Value::Object(body.clone()).to_string())
-        .map_err(|e| fail(e.to_string()))?;
-    let status = resp.status().as_u16();
-    let text = resp
-        .body_mut()
-        .with_config()
-        .limit(64 << 20)
-        .read_to_string()
-        .map_err(|e| fail(e.to_string()))?;
+    let mut answer = client
+        .post_json(url, &Value::Object(body.clone()).to_string(), &[])
+        .map_err(|e| fail(e.message))?;
+    let status = answer.status();
+    let text = answer.text(MAX_RESPONSE).map_err(fail)?;
     if !(200..300).contains(&status) {
-        return Err(fail(format!(
-            "HTTP {status}: {}",
-            super::http::clip(&text, 500)
-        )));
+        return Err(fail(format!("HTTP {status}: {}", truncate(&text, 500))));
     }
     match serde_json::from_str(&text) {
         Ok(Value::Object(m)) => Ok(m),
         _ => Err(fail(format!(
             "the reply is not a JSON object: {}",
-            super::http::clip(&text, 300)
+            truncate(&text, 300)
         ))),
     }
 }
 
 fn call_model(
     api: Api,
-    agent: &ureq::Agent,
+    agent: &Client,
     base: &str,
     params: &Map<String, Value>,
     input: Vec<Value>,
@@ -146,11 +139,7 @@ pub(super) fn run(
     ep.model_name = model.name();
     traj.initial_observation = Some(ep.obs.clone());
     let recording = ModelServer::global()?.record(Backend::for_model(model.clone()));
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(Duration::from_secs(3600)))
-        .http_status_as_error(false)
-        .build()
-        .into();
+    let agent = Client::new(RetryPolicy::once(Duration::from_secs(3600)));
     let limit = opts.max_steps.unwrap_or(shared.max_turns).max(1);
     let params = ep.row().params().clone();
     let input = ep.row().input_items();

@@ -14,16 +14,8 @@
 //! its observations and the verifier's judgment in the final step's metadata come back intact.
 
 use serde_json::{json, Map, Value};
-use std::io;
-use std::net::{TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
-
-use tungstenite::client::IntoClientRequest;
-use tungstenite::protocol::WebSocketConfig;
-use tungstenite::stream::MaybeTlsStream;
-use tungstenite::{Message, WebSocket};
 
 use crate::contract::{
     JsonMap, JudgeSource, Judgment, Manifest, Mode, Observation, Requirement, RewardTiming, Step,
@@ -31,14 +23,19 @@ use crate::contract::{
 };
 use crate::env::{Environment, Episode};
 use crate::error::{Error, Result};
+use crate::openenv_wire::{ClientFrame, Envelope};
 use crate::policy::Policy;
 use crate::router::Driver;
 use crate::uri::{ParamKind, ParamSpec, Params, Uri};
 
+mod link;
+mod target;
+
+use link::Link;
+use target::{token, Config, Target, SCHEME};
+
 /// The `openenv:` scheme.
 pub struct OpenEnvDriver;
-
-const SCHEME: &str = "openenv";
 
 fn specs() -> Vec<ParamSpec> {
     vec![
@@ -160,122 +157,6 @@ impl Driver for OpenEnvDriver {
     }
 }
 
-/// Where the server is: its HTTP base and its WebSocket URL.
-#[derive(Debug, Clone)]
-struct Target {
-    http: String,
-    ws: String,
-    host: String,
-    port: u16,
-}
-
-impl Target {
-    fn parse(raw: &str) -> Result<Target> {
-        let bad = |why: &str| Error::InvalidUri {
-            uri: format!("{SCHEME}:{raw}"),
-            reason: format!(
-                "{why}; expected openenv:http://host:port, openenv:https://..., openenv:host:port \
-                 or a Hugging Face Space id such as openenv:owner/name"
-            ),
-        };
-        let raw = raw.trim().trim_end_matches('/');
-        if raw.is_empty() {
-            return Err(bad("the server is missing"));
-        }
-        let space = raw
-            .strip_prefix("https://huggingface.co/spaces/")
-            .or_else(|| raw.strip_prefix("huggingface.co/spaces/"));
-        let (tls, rest) = if let Some(id) = space {
-            (true, space_host(id).ok_or_else(|| bad("bad Space id"))?)
-        } else if let Some(r) = raw.strip_prefix("https://") {
-            (true, r.to_string())
-        } else if let Some(r) = raw.strip_prefix("wss://") {
-            (true, r.to_string())
-        } else if let Some(r) = raw.strip_prefix("http://") {
-            (false, r.to_string())
-        } else if let Some(r) = raw.strip_prefix("ws://") {
-            (false, r.to_string())
-        } else if raw.contains("://") {
-            return Err(bad("unsupported URL scheme"));
-        } else if !raw.contains(':') && raw.matches('/').count() == 1 {
-            (true, space_host(raw).ok_or_else(|| bad("bad Space id"))?)
-        } else {
-            (false, raw.to_string())
-        };
-        let (authority, path) = match rest.find('/') {
-            Some(i) => (&rest[..i], rest[i..].trim_end_matches('/')),
-            None => (rest.as_str(), ""),
-        };
-        let path = path.strip_suffix("/ws").unwrap_or(path);
-        let (host, port) = match authority.rsplit_once(':') {
-            Some((h, p)) if !h.ends_with(']') || authority.starts_with('[') => match p.parse() {
-                Ok(p) => (h.to_string(), p),
-                Err(_) if authority.starts_with('[') && authority.ends_with(']') => {
-                    (authority.to_string(), if tls { 443 } else { 80 })
-                }
-                Err(_) => return Err(bad(&format!("bad port `{p}`"))),
-            },
-            _ => (authority.to_string(), if tls { 443 } else { 80 }),
-        };
-        if host.is_empty() {
-            return Err(bad("the host is missing"));
-        }
-        let (h, w) = if tls {
-            ("https", "wss")
-        } else {
-            ("http", "ws")
-        };
-        Ok(Target {
-            http: format!("{h}://{authority}{path}"),
-            ws: format!("{w}://{authority}{path}/ws"),
-            host,
-            port,
-        })
-    }
-}
-
-/// `owner/name` → `owner-name.hf.space` (lowercase, every other character a dash).
-fn space_host(id: &str) -> Option<String> {
-    let (owner, name) = id.split_once('/')?;
-    if owner.is_empty() || name.is_empty() || name.contains('/') {
-        return None;
-    }
-    let sub: String = format!("{owner}-{name}")
-        .to_lowercase()
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect();
-    Some(format!("{sub}.hf.space"))
-}
-
-/// The bearer token: from `token_env` when named (it must then be set), else `HF_TOKEN` for
-/// Hugging Face Spaces only, so a token is never sent to a server the user did not mean.
-fn token(target: &Target, var: Option<&str>) -> Result<Option<String>> {
-    match var {
-        Some(v) => match std::env::var(v) {
-            Ok(t) if !t.trim().is_empty() => Ok(Some(t.trim().to_string())),
-            _ => Err(Error::InvalidParameter {
-                driver: SCHEME.into(),
-                param: "token_env".into(),
-                value: v.into(),
-                expected: format!("the name of a set environment variable; `{v}` is not set"),
-            }),
-        },
-        None if target.host.ends_with(".hf.space") => Ok(std::env::var("HF_TOKEN")
-            .ok()
-            .map(|t| t.trim().to_string())
-            .filter(|t| !t.is_empty())),
-        None => Ok(None),
-    }
-}
-
-struct Config {
-    timeout: Duration,
-    keepalive: Duration,
-    token: Option<String>,
-    reset: JsonMap,
-}
-
 /// A counting semaphore (the client-side session limit).
 struct Slots {
     free: Mutex<u64>,
@@ -304,22 +185,16 @@ struct OpenEnv {
 }
 
 fn get_json(url: &str, token: Option<&str>, timeout: Duration) -> Result<Option<Value>> {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(timeout))
-        .http_status_as_error(false)
-        .build()
-        .into();
-    let mut req = agent.get(url);
-    if let Some(t) = token {
-        req = req.header("Authorization", &format!("Bearer {t}"));
-    }
-    let mut resp = req.call().map_err(|e| Error::Endpoint {
+    let client = crate::openai::Client::new(crate::openai::RetryPolicy::once(timeout))
+        .bearer(token.map(str::to_string));
+    let mut answer = client.get(url, &[]).map_err(|e| Error::Endpoint {
         url: url.to_string(),
         message: format!(
-            "cannot reach the OpenEnv server: {e}; is it running, and is the URL right?"
+            "cannot reach the OpenEnv server: {}; is it running, and is the URL right?",
+            e.message
         ),
     })?;
-    let status = resp.status().as_u16();
+    let status = answer.status();
     if status == 401 || status == 403 {
         return Err(Error::Endpoint {
             url: url.to_string(),
@@ -332,7 +207,10 @@ fn get_json(url: &str, token: Option<&str>, timeout: Duration) -> Result<Option<
     if status != 200 {
         return Ok(None);
     }
-    Ok(resp.body_mut().read_json::<Value>().ok())
+    Ok(answer
+        .text(crate::openai::client::MAX_RESPONSE)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok()))
 }
 
 /// The action field that takes free text: the only string property besides `metadata`.
@@ -508,7 +386,7 @@ impl Environment for OpenEnv {
         if let Some(t) = task {
             data.insert("task_id".into(), json!(t.id));
         }
-        let reply = link.call(json!({"type": "reset", "data": data}), &self.target.http)?;
+        let reply = link.call(ClientFrame::Reset(Value::Object(data)), &self.target.http)?;
         let (obs, _, _, meta) = self.read_envelope(&reply)?;
         let task = task.cloned().or_else(|| {
             obs.info
@@ -576,29 +454,12 @@ impl EnvView {
                 crate::contract::preview(data)
             ))
         };
-        let env = data.as_object().ok_or_else(|| bad("is not an object"))?;
-        let raw = env.get("observation").cloned().unwrap_or(Value::Null);
-        let reward = match env.get("reward") {
-            None | Some(Value::Null) => None,
-            Some(Value::Bool(b)) => Some(f64::from(u8::from(*b))),
-            Some(Value::Number(n)) => n.as_f64(),
-            Some(_) => return Err(bad("has a reward that is not a number, bool or null")),
-        };
-        let done = match env.get("done") {
-            None | Some(Value::Null) => false,
-            Some(Value::Bool(b)) => *b,
-            Some(_) => return Err(bad("has a `done` that is not a bool")),
-        };
-        let mut metadata = env
-            .get("metadata")
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default();
-        if metadata.is_empty() {
-            if let Some(m) = raw.get("metadata").and_then(Value::as_object) {
-                metadata = m.clone();
-            }
-        }
+        let Envelope {
+            observation: raw,
+            reward,
+            done,
+            metadata,
+        } = Envelope::parse(data).map_err(bad)?;
         let mut obs = if self.nenyax {
             // Nenyax's own observation, carried in {data, text, info}.
             Observation {
@@ -697,7 +558,7 @@ impl Episode for OpenEnvEpisode {
                 }
             }
         };
-        let reply = match link.call(json!({"type": "step", "data": wire}), &self.env.target) {
+        let reply = match link.call(ClientFrame::Step(wire), &self.env.target) {
             Ok(r) => r,
             Err(e @ Error::InvalidAction { .. }) => return Err(e),
             Err(e) => {
@@ -761,353 +622,9 @@ impl Episode for OpenEnvEpisode {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// One WebSocket session, with a keepalive thread.
-
-type Ws = WebSocket<MaybeTlsStream<TcpStream>>;
-
-struct LinkState {
-    ws: Option<Ws>,
-    /// Why the connection is unusable, once it is.
-    broken: Option<String>,
-}
-
-struct Link {
-    state: Arc<Mutex<LinkState>>,
-    stop: Arc<AtomicBool>,
-    keepalive: Option<std::thread::JoinHandle<()>>,
-    timeout: Duration,
-}
-
-fn tcp_of(ws: &Ws) -> &TcpStream {
-    match ws.get_ref() {
-        MaybeTlsStream::Plain(s) => s,
-        MaybeTlsStream::Rustls(s) => s.get_ref(),
-        _ => unreachable!("only plain and rustls streams are built"),
-    }
-}
-
-fn is_timeout(e: &tungstenite::Error) -> bool {
-    matches!(e, tungstenite::Error::Io(io) if matches!(io.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut))
-}
-
-impl Link {
-    fn open(target: &Target, config: &Arc<Config>) -> Result<Link> {
-        let fail = |m: String| Error::Endpoint {
-            url: target.ws.clone(),
-            message: m,
-        };
-        let connect_timeout = config.timeout.min(Duration::from_secs(30));
-        let addrs: Vec<_> = (target.host.trim_matches(['[', ']']), target.port)
-            .to_socket_addrs()
-            .map_err(|e| fail(format!("cannot resolve {}: {e}", target.host)))?
-            .collect();
-        let mut last = None;
-        let mut tcp = None;
-        for a in &addrs {
-            match TcpStream::connect_timeout(a, connect_timeout) {
-                Ok(s) => {
-                    tcp = Some(s);
-                    break;
-                }
-                Err(e) => last = Some(e),
-            }
-        }
-        let tcp = tcp.ok_or_else(|| {
-            fail(format!(
-                "cannot connect: {}; is the server running?",
-                last.map_or_else(|| "no address".to_string(), |e| e.to_string())
-            ))
-        })?;
-        let _ = tcp.set_nodelay(true);
-        let _ = tcp.set_read_timeout(Some(connect_timeout));
-        let _ = tcp.set_write_timeout(Some(connect_timeout));
-        let mut req = target
-            .ws
-            .as_str()
-            .into_client_request()
-            .map_err(|e| fail(format!("bad WebSocket URL: {e}")))?;
-        if let Some(t) = &config.token {
-            let v = format!("Bearer {t}")
-                .parse()
-                .map_err(|_| fail("the token is not a valid header value".into()))?;
-            req.headers_mut().insert("Authorization", v);
-        }
-        let ws_config = WebSocketConfig::default()
-            .max_message_size(Some(100 << 20))
-            .max_frame_size(Some(100 << 20));
-        let (ws, _) = tungstenite::client_tls_with_config(req, tcp, Some(ws_config), None)
-            .map_err(|e| match e {
-                tungstenite::HandshakeError::Failure(tungstenite::Error::Http(r)) => {
-                    let status = r.status().as_u16();
-                    let body: String = r
-                        .body()
-                        .as_ref()
-                        .map(|b| String::from_utf8_lossy(b).chars().take(300).collect())
-                        .unwrap_or_default();
-                    let hint = match status {
-                        401 | 403 => {
-                            "; the server wants a token: name its variable with ?token_env=VAR"
-                        }
-                        404 => "; the server has no /ws endpoint: is it an OpenEnv server?",
-                        _ => "",
-                    };
-                    fail(format!(
-                        "WebSocket upgrade refused with HTTP {status} {body}{hint}"
-                    ))
-                }
-                other => fail(format!("WebSocket handshake failed: {other}")),
-            })?;
-        let _ = tcp_of(&ws).set_write_timeout(Some(config.timeout));
-        let state = Arc::new(Mutex::new(LinkState {
-            ws: Some(ws),
-            broken: None,
-        }));
-        let stop = Arc::new(AtomicBool::new(false));
-        let weak = Arc::downgrade(&state);
-        let stop2 = stop.clone();
-        let every = config.keepalive;
-        let keepalive = std::thread::Builder::new()
-            .name("nenyax-openenv-keepalive".into())
-            .spawn(move || keepalive_loop(weak, stop2, every))
-            .ok();
-        Ok(Link {
-            state,
-            stop,
-            keepalive,
-            timeout: config.timeout,
-        })
-    }
-
-    fn broken(&self) -> bool {
-        self.state
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .broken
-            .is_some()
-    }
-
-    /// Send one frame and read its reply's `data`; error frames become typed errors.
-    fn call(&self, frame: Value, server: &str) -> Result<Value> {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let lost = |why: &str| {
-            Error::Environment(format!(
-                "{server}: the session's connection was lost ({why}); this episode cannot \
-                 continue, the next one reconnects"
-            ))
-        };
-        if let Some(why) = &st.broken {
-            return Err(lost(why));
-        }
-        let st = &mut *st;
-        let Some(ws) = st.ws.as_mut() else {
-            return Err(lost("closed"));
-        };
-        let _ = tcp_of(ws).set_read_timeout(Some(self.timeout));
-        let deadline = Instant::now() + self.timeout;
-        let result = (|| -> std::result::Result<Value, String> {
-            ws.send(Message::text(frame.to_string()))
-                .map_err(|e| format!("send failed: {e}"))?;
-            loop {
-                match ws.read() {
-                    Ok(Message::Text(t)) => {
-                        return serde_json::from_str::<Value>(t.as_str())
-                            .map_err(|e| format!("the server sent a frame that is not JSON: {e}"))
-                    }
-                    Ok(Message::Close(c)) => {
-                        return Err(match c {
-                            Some(c) => format!("the server closed it: {} {}", c.code, c.reason),
-                            None => "the server closed it".into(),
-                        })
-                    }
-                    Ok(Message::Binary(_)) => {
-                        return Err(
-                            "the server sent a binary frame; OpenEnv speaks JSON text".into()
-                        )
-                    }
-                    Ok(_) => {
-                        let _ = ws.flush();
-                        if Instant::now() > deadline {
-                            return Err(format!(
-                                "no reply within {:.0} s",
-                                self.timeout.as_secs_f64()
-                            ));
-                        }
-                    }
-                    Err(e) if is_timeout(&e) => {
-                        return Err(format!(
-                            "no reply within {:.0} s",
-                            self.timeout.as_secs_f64()
-                        ))
-                    }
-                    Err(e) => return Err(e.to_string()),
-                }
-            }
-        })();
-        let msg = match result {
-            Ok(v) => v,
-            Err(why) => {
-                st.broken = Some(why.clone());
-                st.ws = None;
-                return Err(lost(&why));
-            }
-        };
-        match msg.get("type").and_then(Value::as_str) {
-            Some("error") => {
-                let data = msg.get("data").cloned().unwrap_or(Value::Null);
-                let code = data
-                    .get("code")
-                    .and_then(Value::as_str)
-                    .unwrap_or("UNKNOWN");
-                let text = data
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("no message")
-                    .to_string();
-                let details = data
-                    .get("errors")
-                    .map(|e| format!(": {}", crate::contract::preview(e)))
-                    .unwrap_or_default();
-                match code {
-                    "CAPACITY_REACHED" => {
-                        st.broken = Some("the server was at capacity".into());
-                        st.ws = None;
-                        Err(Error::Capacity {
-                            server: server.to_string(),
-                            message: text,
-                        })
-                    }
-                    "VALIDATION_ERROR" => Err(Error::InvalidAction {
-                        env: server.to_string(),
-                        action: crate::contract::preview(&frame["data"]),
-                        reason: format!("{text}{details}"),
-                    }),
-                    "FACTORY_ERROR" | "SESSION_ERROR" => {
-                        st.broken = Some(code.to_string());
-                        st.ws = None;
-                        Err(Error::Environment(format!(
-                            "{server}: the server could not make a session ({code}): {text}"
-                        )))
-                    }
-                    _ => Err(Error::Environment(format!(
-                        "{server}: {code}: {text}{details}"
-                    ))),
-                }
-            }
-            Some("observation" | "state") => Ok(msg.get("data").cloned().unwrap_or(Value::Null)),
-            _ => Err(Error::Protocol(format!(
-                "{server}: unexpected reply {}",
-                crate::contract::preview(&msg)
-            ))),
-        }
-    }
-
-    fn close(mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        {
-            let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(mut ws) = st.ws.take() {
-                let _ = tcp_of(&ws).set_read_timeout(Some(Duration::from_millis(500)));
-                let _ = ws.send(Message::text(r#"{"type":"close"}"#));
-                let _ = ws.close(None);
-                // Read until the server's close (or a short timeout) for a clean close.
-                for _ in 0..8 {
-                    if ws.read().is_err() {
-                        break;
-                    }
-                }
-            }
-        }
-        if let Some(h) = self.keepalive.take() {
-            h.thread().unpark();
-            let _ = h.join();
-        }
-    }
-}
-
-impl Drop for Link {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(h) = self.keepalive.take() {
-            h.thread().unpark();
-            let _ = h.join();
-        }
-    }
-}
-
-/// While no request is in flight, read (answering pings) and ping the server now and then, so
-/// neither side's keepalive drops a session whose policy is slow.
-fn keepalive_loop(state: Weak<Mutex<LinkState>>, stop: Arc<AtomicBool>, every: Duration) {
-    let mut last_ping = Instant::now();
-    loop {
-        std::thread::park_timeout(every);
-        if stop.load(Ordering::SeqCst) {
-            return;
-        }
-        let Some(state) = state.upgrade() else { return };
-        let Ok(mut st) = state.try_lock() else {
-            continue; // a request is in flight: it reads, and so answers pings itself
-        };
-        let st = &mut *st;
-        let Some(ws) = st.ws.as_mut() else { return };
-        let _ = tcp_of(ws).set_read_timeout(Some(Duration::from_millis(5)));
-        let mut failure = None;
-        for _ in 0..16 {
-            match ws.read() {
-                Ok(Message::Close(_)) => {
-                    failure = Some("the server closed it while idle".to_string());
-                    break;
-                }
-                Ok(_) => continue,
-                Err(e) if is_timeout(&e) => break,
-                Err(e) => {
-                    failure = Some(format!("{e} while idle"));
-                    break;
-                }
-            }
-        }
-        if failure.is_none() && last_ping.elapsed() >= every {
-            last_ping = Instant::now();
-            if let Err(e) = ws.send(Message::Ping(Vec::new().into())) {
-                failure = Some(format!("ping failed: {e}"));
-            }
-        } else if failure.is_none() {
-            let _ = ws.flush();
-        }
-        if let Some(f) = failure {
-            st.broken = Some(f);
-            st.ws = None;
-            return;
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn targets_parse() {
-        let t = Target::parse("http://127.0.0.1:8000").unwrap();
-        assert_eq!(
-            (t.http.as_str(), t.ws.as_str(), t.port),
-            ("http://127.0.0.1:8000", "ws://127.0.0.1:8000/ws", 8000)
-        );
-        let t = Target::parse("localhost:9").unwrap();
-        assert_eq!(t.ws, "ws://localhost:9/ws");
-        let t = Target::parse("openenv/echo_env").unwrap();
-        assert_eq!(t.http, "https://openenv-echo-env.hf.space");
-        assert_eq!(t.ws, "wss://openenv-echo-env.hf.space/ws");
-        assert_eq!(t.port, 443);
-        let t = Target::parse("https://huggingface.co/spaces/Owner/My.Env").unwrap();
-        assert_eq!(t.http, "https://owner-my-env.hf.space");
-        let t = Target::parse("wss://example.com/prefix/ws").unwrap();
-        assert_eq!(t.http, "https://example.com/prefix");
-        assert_eq!(t.ws, "wss://example.com/prefix/ws");
-        assert!(Target::parse("ftp://x").is_err());
-        assert!(Target::parse("").is_err());
-        assert!(Target::parse("http://h:notaport").is_err());
-    }
 
     #[test]
     fn text_actions_are_inferred_only_when_unambiguous() {

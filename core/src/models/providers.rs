@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::policy::Endpoint;
+use crate::openai::{Client, RetryPolicy};
 
 /// Where a provider runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -219,14 +219,10 @@ impl Provider {
             },
             ProviderKind::Local => {
                 let url = format!("{}/models", self.base_url());
-                let agent: ureq::Agent = ureq::Agent::config_builder()
-                    .timeout_global(Some(Duration::from_millis(500)))
-                    .http_status_as_error(false)
-                    .build()
-                    .into();
-                match agent.get(&url).call() {
-                    Ok(r) if r.status().is_success() => Ok(()),
-                    Ok(r) => Err(format!("{url} answered HTTP {}", r.status().as_u16())),
+                let probe = Client::new(RetryPolicy::once(Duration::from_millis(500)));
+                match probe.get(&url, &[]) {
+                    Ok(r) if (200..300).contains(&r.status()) => Ok(()),
+                    Ok(r) => Err(format!("{url} answered HTTP {}", r.status())),
                     Err(_) => Err(format!(
                         "no server at {url}; start {} (or set {})",
                         self.title,
@@ -235,27 +231,6 @@ impl Provider {
                 }
             }
         }
-    }
-
-    /// An endpoint for `model` on this provider. A hosted provider's key must be set; a local
-    /// one's is used when set.
-    pub fn endpoint(&self, model: &str) -> Result<Endpoint> {
-        let e = Endpoint::new(self.base_url(), model);
-        match (self.kind, std::env::var(self.key_var)) {
-            (_, Ok(k)) if !k.is_empty() => Ok(e.api_key(k)),
-            (ProviderKind::Local, _) => Ok(e),
-            (ProviderKind::Hosted, _) => Err(Error::Config(format!(
-                "provider `{}` needs an API key: export {} (nothing else is read or stored)",
-                self.name, self.key_var
-            ))),
-        }
-    }
-}
-
-impl Endpoint {
-    /// `model` on a provider known by name (see [`PROVIDERS`]).
-    pub fn preset(provider_name: &str, model: &str) -> Result<Endpoint> {
-        provider(provider_name)?.endpoint(model)
     }
 }
 

@@ -1,0 +1,86 @@
+//! What every connection of a server shares: the environment, the limits, the session count,
+//! the HTTP sessions and the id generator.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use super::options::ServeOptions;
+use super::protocol::Play;
+use crate::env::Environment;
+
+pub(super) struct HttpSession {
+    pub(super) play: Arc<Mutex<Play>>,
+    pub(super) last_used: Instant,
+}
+
+pub(super) struct Shared {
+    pub(super) env: Arc<dyn Environment>,
+    pub(super) opts: ServeOptions,
+    /// Live episode sessions (WS connections past the capacity check, plus HTTP sessions).
+    pub(super) sessions: AtomicUsize,
+    pub(super) http_sessions: Mutex<HashMap<String, HttpSession>>,
+    pub(super) metadata: Vec<u8>,
+    pub(super) schema: Vec<u8>,
+    pub(super) openapi: Vec<u8>,
+    pub(super) id_seed: u64,
+    pub(super) id_counter: AtomicU64,
+}
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub(super) fn random_seed() -> u64 {
+    let mut buf = [0u8; 8];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut buf))
+        .is_ok()
+    {
+        return u64::from_le_bytes(buf);
+    }
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    crate::rng::splitmix64(t ^ u64::from(std::process::id()))
+}
+
+impl Shared {
+    /// A fresh unguessable id (128 bits from a random seed and a counter).
+    pub(super) fn new_id(&self) -> String {
+        let n = self.id_counter.fetch_add(1, Ordering::SeqCst);
+        let a = crate::rng::splitmix64(self.id_seed ^ n);
+        let b = crate::rng::splitmix64(a ^ self.id_seed.rotate_left(17) ^ n);
+        format!("{a:016x}{b:016x}")
+    }
+
+    /// Take a session slot, reaping expired HTTP sessions first; `Err` carries the count.
+    pub(super) fn acquire(&self) -> std::result::Result<(), usize> {
+        self.reap();
+        let max = self.opts.max_sessions;
+        self.sessions
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .map(|_| ())
+    }
+
+    pub(super) fn release(&self) {
+        self.sessions.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    pub(super) fn reap(&self) {
+        let idle = self.opts.idle_timeout;
+        let mut map = lock(&self.http_sessions);
+        let before = map.len();
+        map.retain(|_, s| s.last_used.elapsed() < idle);
+        let gone = before - map.len();
+        drop(map);
+        if gone > 0 {
+            self.sessions.fetch_sub(gone, Ordering::SeqCst);
+        }
+    }
+}
