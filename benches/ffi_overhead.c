@@ -23,8 +23,15 @@
  *
  *   ffi/rollout_loop/reference   1000 x nenyax_env_rollout(env, reference, {"seed": i}) (seed i
  *                                is task i), each trajectory returned as JSON and freed.
- *   ffi/rollout_loop/callback    the same with the C callback (called directly: no runner, so
- *                                nothing to route).
+ *   ffi/rollout_loop/callback    the same with the C callback, not thread-safe: the rollout
+ *                                runs on the calling thread, so the callback is called directly.
+ *   ffi/rollout_loop/callback_ts the same callback registered NENYAX_THREAD_SAFE (the two must
+ *                                be within 1.5x of each other: no thread is started per call).
+ *   ffi/rollout_loop/chat        a C chat callback (reads "What is A op B" from the messages
+ *                                JSON), not thread-safe: a chat model may be called from the
+ *                                recording server's threads, so the rollout runs on a reused
+ *                                helper thread and each call is served on the calling thread.
+ *   ffi/rollout_loop/chat_ts     the same chat callback registered NENYAX_THREAD_SAFE.
  *
  * Rust counterpart of these two: `rollout/serial_loop` (env.rollout in a plain loop with the
  * oracle, task clones made outside the timed region, no JSON); the same work in Rust, JSON
@@ -95,6 +102,26 @@ static int32_t solve(void *user_data, const char *obs, size_t len, nenyax_reply_
     long long r = op == '+' ? a + b : op == '-' ? a - b : a * b;
     char out[64];
     int n = snprintf(out, sizeof out, "\"<answer>%lld</answer>\"", r);
+    return nenyax_reply_set(reply, out, (size_t)n) ? 0 : 1;
+}
+
+/* The chat policy: the answer to "What is A op B" in the messages JSON, as reply text. */
+static int32_t solve_chat(void *user_data, const char *msgs, size_t len, nenyax_reply_t *reply) {
+    (void)user_data;
+    static const char key[] = "What is ";
+    const char *end = msgs + len, *p = msgs;
+    for (; p + sizeof key - 1 <= end; ++p)
+        if (memcmp(p, key, sizeof key - 1) == 0) break;
+    if (p + sizeof key - 1 > end) return 1;
+    p += sizeof key - 1;
+    char *q;
+    long long a = strtoll(p, &q, 10);
+    while (*q == ' ') ++q;
+    char op = *q++;
+    long long b = strtoll(q, NULL, 10);
+    long long r = op == '+' ? a + b : op == '-' ? a - b : a * b;
+    char out[64];
+    int n = snprintf(out, sizeof out, "<answer>%lld</answer>", r);
     return nenyax_reply_set(reply, out, (size_t)n) ? 0 : 1;
 }
 
@@ -199,6 +226,10 @@ int main(int argc, char **argv) {
     nenyax_policy_vtable_t vt = {NENYAX_VTABLE_VERSION, solve, NULL};
     die(nenyax_policy_new(&vt, NULL, NULL, 0, &callback), "nenyax_policy_new");
     die(nenyax_policy_new(&vt, NULL, NULL, NENYAX_THREAD_SAFE, &callback_ts), "nenyax_policy_new");
+    nenyax_policy_t *chat = NULL, *chat_ts = NULL;
+    nenyax_policy_vtable_t cvt = {NENYAX_VTABLE_VERSION, NULL, solve_chat};
+    die(nenyax_policy_new(&cvt, NULL, NULL, 0, &chat), "nenyax_policy_new");
+    die(nenyax_policy_new(&cvt, NULL, NULL, NENYAX_THREAD_SAFE, &chat_ts), "nenyax_policy_new");
 
     /* plan_proxy: nenyax_env_tasks(env, 1000), median of reps (+1 warm-up). */
     {
@@ -219,6 +250,10 @@ int main(int argc, char **argv) {
 
     workload("ffi/rollout_loop/reference", "rollout/serial_loop", NULL, env, reference, 1, reps);
     workload("ffi/rollout_loop/callback", "rollout/serial_loop", NULL, env, callback, 1, reps);
+    workload("ffi/rollout_loop/callback_ts", "rollout/serial_loop", NULL, env, callback_ts, 1,
+             reps);
+    workload("ffi/rollout_loop/chat", "rollout/serial_loop", NULL, env, chat, 1, reps);
+    workload("ffi/rollout_loop/chat_ts", "rollout/serial_loop", NULL, env, chat_ts, 1, reps);
 
     for (size_t threads = 1; threads <= 2; ++threads) {
         nenyax_runner_t *runner = NULL;
@@ -235,6 +270,8 @@ int main(int argc, char **argv) {
 #undef RUN
         nenyax_runner_free(runner);
     }
+    nenyax_policy_free(chat_ts);
+    nenyax_policy_free(chat);
     nenyax_policy_free(callback_ts);
     nenyax_policy_free(callback);
     nenyax_policy_free(reference);

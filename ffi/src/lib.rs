@@ -473,28 +473,23 @@ pub unsafe extern "C" fn nenyax_env_rollout(
             max_steps: o.max_steps,
         };
         let routes: Vec<Arc<Route>> = env.routes.iter().chain(&policy.routes).cloned().collect();
-        let traj = if routes.iter().all(|r| r.thread_safe()) {
-            env.env.rollout(&policy.policy, &opts)
+        let bound = bind(&routes);
+        // Only a chat model can be called from threads other than the rollout's (a rollout- or
+        // task-mode environment, or a NeMo Gym tool task, calls it through the recording
+        // server); every driver calls action policies and the environment's own callbacks on
+        // the thread running the rollout. So a rollout runs right here unless the policy is a
+        // host chat callback that must stay on this thread: then on a reused helper thread,
+        // while this thread serves the callbacks routed back to it.
+        let aside = matches!(policy.policy, nenyax_core::Policy::Chat(_))
+            && policy.routes.iter().any(|r| !r.thread_safe());
+        let traj = if aside {
+            let (e, p) = (env.env.clone(), policy.policy.clone());
+            nenyax_core::runner::run_aside(Some(bound.queue()), move || e.rollout(&p, &opts))?
+                .ok_or_else(|| invalid("the rollout thread stopped without a trajectory".into()))?
         } else {
-            // A rollout-mode environment calls the model from the recording server's threads;
-            // callbacks that must run on this thread are sent back here while it waits.
-            let (tx, rx) = crossbeam_channel::unbounded::<nenyax_core::runner::CallerTask>();
-            let _bound = bind(&routes, tx);
-            let (done_tx, done_rx) = crossbeam_channel::bounded(1);
-            std::thread::scope(|scope| {
-                scope.spawn(|| {
-                    let _ = done_tx.send(env.env.rollout(&policy.policy, &opts));
-                });
-                loop {
-                    crossbeam_channel::select! {
-                        recv(done_rx) -> t => break t.map_err(|_| {
-                            invalid("the rollout thread stopped without a trajectory".into())
-                        }),
-                        recv(rx) -> task => if let Ok(task) = task { task() },
-                    }
-                }
-            })?
+            env.env.rollout(&policy.policy, &opts)
         };
+        drop(bound);
         out_param(out, to_string_out(traj.to_json()))
     })
 }
@@ -530,9 +525,8 @@ pub unsafe extern "C" fn nenyax_env_check(
     boundary(|| {
         let env = env_ref(env)?;
         let mut opts = check_options(options(options_json, options_len, "options_json")?);
-        let (tx, rx) = crossbeam_channel::unbounded();
-        opts.caller = Some(rx);
-        let _bound = bind(&env.routes, tx);
+        let bound = bind(&env.routes);
+        opts.caller = Some(bound.queue().clone());
         let factory = env.factory.clone();
         let fresh = move || match &factory {
             Some(f) => f(),
@@ -1783,9 +1777,8 @@ pub unsafe extern "C" fn nenyax_runner_run(
             }
             _ => nenyax_core::plan(env.env.as_ref(), n, seed)?,
         };
-        let (tx, rx) = crossbeam_channel::unbounded();
         let routes: Vec<Arc<Route>> = env.routes.iter().chain(&policy.routes).cloned().collect();
-        let _bound = bind(&routes, tx);
+        let bound = bind(&routes);
         let mut collected = String::from("[");
         let mut stopped = None;
         runner
@@ -1795,7 +1788,7 @@ pub unsafe extern "C" fn nenyax_runner_run(
                 &policy.policy,
                 jobs,
                 o.max_steps,
-                Some(&rx),
+                Some(bound.queue()),
                 |i, traj| {
                     match sink {
                         Some(f) => {
