@@ -296,13 +296,10 @@ impl Runner {
             let mut progress = Progress::new(n, show);
             let mut pending = BTreeMap::new();
             let mut next = 0;
-            loop {
-                // Tasks that must run on this (the calling) thread, e.g. callbacks into a host
-                // language that cannot be entered from foreign threads, run while waiting.
-                let Some((i, traj)) = serve_until(&done_rx, caller) else {
-                    // Every worker has exited (only after a stop, or when all is done).
-                    break;
-                };
+            // Tasks that must run on this (the calling) thread, e.g. callbacks into a host
+            // language that cannot be entered from foreign threads, run while waiting; `None`:
+            // every worker has exited (only after a stop, or when all is done).
+            while let Some((i, traj)) = serve_until(&done_rx, caller) {
                 if outcome.is_err() {
                     // Stopping: episodes already running finish (their callbacks are still
                     // served above, or their workers would wait forever) and are dropped.

@@ -262,6 +262,7 @@ c_programs!(
     test_env_check_tier,
     test_errors,
     test_nested_race,
+    test_pg_batch,
     test_pg_golden,
     test_reasoning_gym,
     test_recording,
