@@ -32,6 +32,9 @@
  *                                recording server's threads, so the rollout runs on a reused
  *                                helper thread and each call is served on the calling thread.
  *   ffi/rollout_loop/chat_ts     the same chat callback registered NENYAX_THREAD_SAFE.
+ *   ffi/rollout_loop/pair        callback and callback_ts again, their timed loops interleaved
+ *                                (one of each per repetition), so that drift in the machine's
+ *                                load falls on both alike: the median of each and their ratio.
  *
  * Rust counterpart of these two: `rollout/serial_loop` (env.rollout in a plain loop with the
  * oracle, task clones made outside the timed region, no JSON); the same work in Rust, JSON
@@ -213,6 +216,29 @@ static void workload(const char *name, const char *rust, const nenyax_runner_t *
     fflush(stdout);
 }
 
+/* The loops of two policies interleaved, `reps` each: their medians and the ratio b / a. */
+static void pair(const nenyax_env_t *env, const nenyax_policy_t *a, const nenyax_policy_t *b,
+                 int reps) {
+    struct sink_state s = {0, 0, 0, 0};
+    double ta[MAX_REPS], tb[MAX_REPS];
+    loop(env, a, &s); /* warm-up */
+    loop(env, b, &s);
+    for (int i = 0; i < reps; ++i) {
+        ta[i] = loop(env, a, &s);
+        tb[i] = loop(env, b, &s);
+    }
+    qsort(ta, (size_t)reps, sizeof ta[0], cmp_double);
+    qsort(tb, (size_t)reps, sizeof tb[0], cmp_double);
+    double ma = reps % 2 ? ta[reps / 2] : (ta[reps / 2 - 1] + ta[reps / 2]) / 2;
+    double mb = reps % 2 ? tb[reps / 2] : (tb[reps / 2 - 1] + tb[reps / 2]) / 2;
+    printf("{\"workload\": \"ffi/rollout_loop/pair\", \"reps\": %d, "
+           "\"callback_median_rollouts_per_s\": %.0f, \"callback_ts_median_rollouts_per_s\": %.0f, "
+           "\"callback_best_rollouts_per_s\": %.0f, \"callback_ts_best_rollouts_per_s\": %.0f, "
+           "\"time_ratio_callback_over_ts\": %.3f}\n",
+           reps, BATCH / ma, BATCH / mb, BATCH / ta[0], BATCH / tb[0], ma / mb);
+    fflush(stdout);
+}
+
 int main(int argc, char **argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 10;
     if (reps < 1 || reps > MAX_REPS) {
@@ -252,6 +278,7 @@ int main(int argc, char **argv) {
     workload("ffi/rollout_loop/callback", "rollout/serial_loop", NULL, env, callback, 1, reps);
     workload("ffi/rollout_loop/callback_ts", "rollout/serial_loop", NULL, env, callback_ts, 1,
              reps);
+    pair(env, callback, callback_ts, reps);
     workload("ffi/rollout_loop/chat", "rollout/serial_loop", NULL, env, chat, 1, reps);
     workload("ffi/rollout_loop/chat_ts", "rollout/serial_loop", NULL, env, chat_ts, 1, reps);
 
