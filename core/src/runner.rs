@@ -398,6 +398,48 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn run_aside_reuses_one_helper_and_serves_the_caller_also_when_nested() {
+        let (tx, rx) = caller_queue();
+        let home = std::thread::current().id();
+        let mut helpers = std::collections::HashSet::new();
+        for i in 0..50 {
+            let tx = tx.clone();
+            let (helper, served_on) = run_aside(Some(&rx), move || {
+                let (reply_tx, reply_rx) = bounded(1);
+                let task: CallerTask = Box::new(move || {
+                    // Every tenth call nests: another helper, served on this thread again.
+                    let nested = (i % 10 == 0).then(|| {
+                        let (tx, rx) = caller_queue();
+                        run_aside(Some(&rx), move || {
+                            let (r_tx, r_rx) = bounded(1);
+                            let t: CallerTask = Box::new(move || {
+                                let _ = r_tx.send(std::thread::current().id());
+                            });
+                            tx.send(t).unwrap();
+                            r_rx.recv().unwrap()
+                        })
+                        .unwrap()
+                        .unwrap()
+                    });
+                    let _ = reply_tx.send((std::thread::current().id(), nested));
+                });
+                tx.send(task).unwrap();
+                (std::thread::current().id(), reply_rx.recv().unwrap())
+            })
+            .unwrap()
+            .unwrap();
+            assert_eq!(served_on.0, home);
+            if let Some(nested_on) = served_on.1 {
+                assert_eq!(nested_on, home);
+            }
+            assert_ne!(helper, home);
+            helpers.insert(helper);
+        }
+        // One thread for all fifty calls (only the nested ones borrow a second).
+        assert_eq!(helpers.len(), 1, "{helpers:?}");
+    }
+
+    #[test]
     fn workers_never_run_more_than_a_window_ahead() {
         let env = load("builtin:arithmetic?size=10").unwrap();
         let runner = Runner::new(2).unwrap().progress(false);
