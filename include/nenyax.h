@@ -64,6 +64,25 @@
 // Version of `nenyax_policy_vtable_t`, `nenyax_task_vtable_t` and `nenyax_state_vtable_t`.
 #define NENYAX_VTABLE_VERSION 1
 
+// How many f64 values the CUDA entry points write to `stats_device`: loss, loss_pg, kl,
+// entropy, clip_fraction, approx_kl, mean_ratio, tokens, rows, bad-input flags.
+#define NENYAX_PG_STATS_LEN 10
+
+// Bit in the last stats value: `logp` held a NaN on a valid token.
+#define NENYAX_PG_BAD_LOGP 1
+
+// Bit in the last stats value: `old_logp` held a NaN on a valid token.
+#define NENYAX_PG_BAD_OLD_LOGP 2
+
+// Bit in the last stats value: `ref_logp` held a NaN on a valid token.
+#define NENYAX_PG_BAD_REF_LOGP 4
+
+// Bit in the last stats value: `entropy` held a NaN on a valid token.
+#define NENYAX_PG_BAD_ENTROPY 8
+
+// Bit in the last stats value: an advantage was NaN.
+#define NENYAX_PG_BAD_ADVANTAGES 16
+
 // Version of `nenyax_pg_batch_t`.
 #define NENYAX_PG_BATCH_VERSION 1
 
@@ -85,25 +104,6 @@
 
 // `nenyax_pg_batch_t.device`: the loss runs on the GPU.
 #define NENYAX_DEVICE_CUDA 1
-
-// How many f64 values the CUDA entry points write to `stats_device`: loss, loss_pg, kl,
-// entropy, clip_fraction, approx_kl, mean_ratio, tokens, rows, bad-input flags.
-#define NENYAX_PG_STATS_LEN 10
-
-// Bit in the last stats value: `logp` held a NaN on a valid token.
-#define NENYAX_PG_BAD_LOGP 1
-
-// Bit in the last stats value: `old_logp` held a NaN on a valid token.
-#define NENYAX_PG_BAD_OLD_LOGP 2
-
-// Bit in the last stats value: `ref_logp` held a NaN on a valid token.
-#define NENYAX_PG_BAD_REF_LOGP 4
-
-// Bit in the last stats value: `entropy` held a NaN on a valid token.
-#define NENYAX_PG_BAD_ENTROPY 8
-
-// Bit in the last stats value: an advantage was NaN.
-#define NENYAX_PG_BAD_ADVANTAGES 16
 
 // Stable status codes; values are never reused or renumbered.
 typedef enum nenyax_status_t {
@@ -541,6 +541,44 @@ struct nenyax_error_t *nenyax_dapo_keep(const double *rewards,
                                         size_t n,
                                         uint8_t *keep_out);
 
+// REINFORCE++ token advantages (`rows` x `width`, row-major) into `advantages_out`, and the
+// discounted returns into `returns_out` (may be NULL). `group_ids` (may be NULL) selects the
+// baseline variant: the group mean is subtracted before whitening.
+struct nenyax_error_t *nenyax_reinforce_pp(const double *rewards,
+                                           const int64_t *group_ids,
+                                           const uint8_t *mask,
+                                           size_t rows,
+                                           size_t width,
+                                           double gamma,
+                                           double *advantages_out,
+                                           double *returns_out);
+
+// DPO (sigmoid) on each group's best-vs-worst pair: the mean loss in `loss`, dL/dlogp in
+// `grad_logp` (rows x width, 0 for rows in no pair) and the number of pairs in `pairs` (may be
+// NULL). Sequence log-probs are sums over valid tokens.
+struct nenyax_error_t *nenyax_dpo_loss(const double *rewards,
+                                       const int64_t *group_ids,
+                                       const double *logp,
+                                       const double *ref_logp,
+                                       const uint8_t *mask,
+                                       size_t rows,
+                                       size_t width,
+                                       double beta,
+                                       double *loss,
+                                       double *grad_logp,
+                                       size_t *pairs);
+
+// The GPU the CUDA entry points use, as JSON {"ordinal", "name", "compute_capability": [major,
+// minor]}; NENYAX_STATUS_CUDA_UNAVAILABLE says why there is none (no driver, no device, no
+// NVRTC). The first call loads the driver and compiles the kernels.
+struct nenyax_error_t *nenyax_cuda_device(struct nenyax_string_t *out);
+
+// The full JSON of a named learner (e.g. "grpo", "dapo", "gspo"; see docs/c-api.md) with any
+// overrides applied, so a trainer can log exactly which knobs it ran. Free with nenyax_string_free.
+struct nenyax_error_t *nenyax_learner_json(const char *config_json,
+                                           size_t config_len,
+                                           struct nenyax_string_t *out);
+
 // A policy-gradient loss over one batch (see nenyax_pg_batch_t), with the config JSON of
 // docs/c-api.md or a named learner such as {"learner": "dapo"}. Host memory: its value goes to
 // `stats` (may be NULL); CUDA memory: to `batch->stats_device` (`stats` is not written). Bad
@@ -584,38 +622,6 @@ struct nenyax_error_t *nenyax_pg_loss_f32(const float *logp,
                                           float *grad_logp,
                                           float *grad_entropy,
                                           struct nenyax_pg_stats_t *stats);
-
-// REINFORCE++ token advantages (`rows` x `width`, row-major) into `advantages_out`, and the
-// discounted returns into `returns_out` (may be NULL). `group_ids` (may be NULL) selects the
-// baseline variant: the group mean is subtracted before whitening.
-struct nenyax_error_t *nenyax_reinforce_pp(const double *rewards,
-                                           const int64_t *group_ids,
-                                           const uint8_t *mask,
-                                           size_t rows,
-                                           size_t width,
-                                           double gamma,
-                                           double *advantages_out,
-                                           double *returns_out);
-
-// DPO (sigmoid) on each group's best-vs-worst pair: the mean loss in `loss`, dL/dlogp in
-// `grad_logp` (rows x width, 0 for rows in no pair) and the number of pairs in `pairs` (may be
-// NULL). Sequence log-probs are sums over valid tokens.
-struct nenyax_error_t *nenyax_dpo_loss(const double *rewards,
-                                       const int64_t *group_ids,
-                                       const double *logp,
-                                       const double *ref_logp,
-                                       const uint8_t *mask,
-                                       size_t rows,
-                                       size_t width,
-                                       double beta,
-                                       double *loss,
-                                       double *grad_logp,
-                                       size_t *pairs);
-
-// The GPU the CUDA entry points use, as JSON {"ordinal", "name", "compute_capability": [major,
-// minor]}; NENYAX_STATUS_CUDA_UNAVAILABLE says why there is none (no driver, no device, no
-// NVRTC). The first call loads the driver and compiles the kernels.
-struct nenyax_error_t *nenyax_cuda_device(struct nenyax_string_t *out);
 
 // Deprecated: use nenyax_pg_loss_batch. The fused loss on the GPU over f32 device pointers
 // (the primary context of the device), queued on `stream` (NULL: the default stream) without
@@ -672,12 +678,6 @@ struct nenyax_error_t *nenyax_pg_loss_cuda_host_f32(const float *logp,
                                                     float *grad_logp,
                                                     float *grad_entropy,
                                                     struct nenyax_pg_stats_t *stats);
-
-// The full JSON of a named learner (e.g. "grpo", "dapo", "gspo"; see docs/c-api.md) with any
-// overrides applied, so a trainer can log exactly which knobs it ran. Free with nenyax_string_free.
-struct nenyax_error_t *nenyax_learner_json(const char *config_json,
-                                           size_t config_len,
-                                           struct nenyax_string_t *out);
 
 // Create a sandbox. Options (may be NULL): {"backend": "process"|"jail" (default process),
 // "cpu_s", "memory_bytes", "open_files", "processes", "file_size_bytes", "wall_s",

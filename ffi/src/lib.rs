@@ -28,6 +28,8 @@ mod runner;
 
 mod learn;
 
+mod pg;
+
 mod sandbox;
 
 mod server;
@@ -48,6 +50,7 @@ pub use error::{
     nenyax_error_code, nenyax_error_free, nenyax_error_message, nenyax_error_t, nenyax_status_t,
 };
 pub use learn::*;
+pub use pg::*;
 pub use policy::*;
 pub use recording::*;
 pub use runner::*;
@@ -154,6 +157,7 @@ mod tests {
             "env.rs",
             "error.rs",
             "learn.rs",
+            "pg.rs",
             "policy.rs",
             "recording.rs",
             "runner.rs",
