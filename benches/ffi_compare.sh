@@ -166,8 +166,8 @@ print()
 print("| C workload | C rollouts/s (run 1 / run 2) | Rust counterpart | A | same work in Rust | B |")
 print("|---|---:|---|---:|---|---:|")
 for name, r in c1.items():
-    if name == "plan_proxy":
-        continue
+    if "median_rollouts_per_s" not in r:
+        continue  # plan_proxy and the pair, shown below
     a, b = r["median_rollouts_per_s"], c2.get(name, {}).get("median_rollouts_per_s")
     eq, sw = r["rust_equivalent"], same_work(name, r["threads"])
 
@@ -178,4 +178,12 @@ for name, r in c1.items():
 
     print(f"| {name} | {fmt(a)} / {fmt(b)} | {eq} ({fmt(rust.get(eq))}/s) | {over(eq)} "
           f"| {sw} ({fmt(rust.get(sw))}/s) | {over(sw)} |")
+print()
+for run, recs in (("run 1", c1), ("run 2", c2)):
+    p = recs.get("ffi/rollout_loop/pair")
+    if p:
+        print(f"ffi/rollout_loop/pair ({run}, interleaved): not thread-safe "
+              f"{fmt(p['callback_median_rollouts_per_s'])}/s, NENYAX_THREAD_SAFE "
+              f"{fmt(p['callback_ts_median_rollouts_per_s'])}/s, time ratio "
+              f"{p['time_ratio_callback_over_ts']:.2f}")
 PY

@@ -23,8 +23,18 @@
  *
  *   ffi/rollout_loop/reference   1000 x nenyax_env_rollout(env, reference, {"seed": i}) (seed i
  *                                is task i), each trajectory returned as JSON and freed.
- *   ffi/rollout_loop/callback    the same with the C callback (called directly: no runner, so
- *                                nothing to route).
+ *   ffi/rollout_loop/callback    the same with the C callback, not thread-safe: the rollout
+ *                                runs on the calling thread, so the callback is called directly.
+ *   ffi/rollout_loop/callback_ts the same callback registered NENYAX_THREAD_SAFE (the two must
+ *                                be within 1.5x of each other: no thread is started per call).
+ *   ffi/rollout_loop/chat        a C chat callback (reads "What is A op B" from the messages
+ *                                JSON), not thread-safe: a chat model may be called from the
+ *                                recording server's threads, so the rollout runs on a reused
+ *                                helper thread and each call is served on the calling thread.
+ *   ffi/rollout_loop/chat_ts     the same chat callback registered NENYAX_THREAD_SAFE.
+ *   ffi/rollout_loop/pair        callback and callback_ts again, their timed loops interleaved
+ *                                (one of each per repetition), so that drift in the machine's
+ *                                load falls on both alike: the median of each and their ratio.
  *
  * Rust counterpart of these two: `rollout/serial_loop` (env.rollout in a plain loop with the
  * oracle, task clones made outside the timed region, no JSON); the same work in Rust, JSON
@@ -95,6 +105,26 @@ static int32_t solve(void *user_data, const char *obs, size_t len, nenyax_reply_
     long long r = op == '+' ? a + b : op == '-' ? a - b : a * b;
     char out[64];
     int n = snprintf(out, sizeof out, "\"<answer>%lld</answer>\"", r);
+    return nenyax_reply_set(reply, out, (size_t)n) ? 0 : 1;
+}
+
+/* The chat policy: the answer to "What is A op B" in the messages JSON, as reply text. */
+static int32_t solve_chat(void *user_data, const char *msgs, size_t len, nenyax_reply_t *reply) {
+    (void)user_data;
+    static const char key[] = "What is ";
+    const char *end = msgs + len, *p = msgs;
+    for (; p + sizeof key - 1 <= end; ++p)
+        if (memcmp(p, key, sizeof key - 1) == 0) break;
+    if (p + sizeof key - 1 > end) return 1;
+    p += sizeof key - 1;
+    char *q;
+    long long a = strtoll(p, &q, 10);
+    while (*q == ' ') ++q;
+    char op = *q++;
+    long long b = strtoll(q, NULL, 10);
+    long long r = op == '+' ? a + b : op == '-' ? a - b : a * b;
+    char out[64];
+    int n = snprintf(out, sizeof out, "<answer>%lld</answer>", r);
     return nenyax_reply_set(reply, out, (size_t)n) ? 0 : 1;
 }
 
@@ -186,6 +216,29 @@ static void workload(const char *name, const char *rust, const nenyax_runner_t *
     fflush(stdout);
 }
 
+/* The loops of two policies interleaved, `reps` each: their medians and the ratio b / a. */
+static void pair(const nenyax_env_t *env, const nenyax_policy_t *a, const nenyax_policy_t *b,
+                 int reps) {
+    struct sink_state s = {0, 0, 0, 0};
+    double ta[MAX_REPS], tb[MAX_REPS];
+    loop(env, a, &s); /* warm-up */
+    loop(env, b, &s);
+    for (int i = 0; i < reps; ++i) {
+        ta[i] = loop(env, a, &s);
+        tb[i] = loop(env, b, &s);
+    }
+    qsort(ta, (size_t)reps, sizeof ta[0], cmp_double);
+    qsort(tb, (size_t)reps, sizeof tb[0], cmp_double);
+    double ma = reps % 2 ? ta[reps / 2] : (ta[reps / 2 - 1] + ta[reps / 2]) / 2;
+    double mb = reps % 2 ? tb[reps / 2] : (tb[reps / 2 - 1] + tb[reps / 2]) / 2;
+    printf("{\"workload\": \"ffi/rollout_loop/pair\", \"reps\": %d, "
+           "\"callback_median_rollouts_per_s\": %.0f, \"callback_ts_median_rollouts_per_s\": %.0f, "
+           "\"callback_best_rollouts_per_s\": %.0f, \"callback_ts_best_rollouts_per_s\": %.0f, "
+           "\"time_ratio_callback_over_ts\": %.3f}\n",
+           reps, BATCH / ma, BATCH / mb, BATCH / ta[0], BATCH / tb[0], ma / mb);
+    fflush(stdout);
+}
+
 int main(int argc, char **argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 10;
     if (reps < 1 || reps > MAX_REPS) {
@@ -199,6 +252,10 @@ int main(int argc, char **argv) {
     nenyax_policy_vtable_t vt = {NENYAX_VTABLE_VERSION, solve, NULL};
     die(nenyax_policy_new(&vt, NULL, NULL, 0, &callback), "nenyax_policy_new");
     die(nenyax_policy_new(&vt, NULL, NULL, NENYAX_THREAD_SAFE, &callback_ts), "nenyax_policy_new");
+    nenyax_policy_t *chat = NULL, *chat_ts = NULL;
+    nenyax_policy_vtable_t cvt = {NENYAX_VTABLE_VERSION, NULL, solve_chat};
+    die(nenyax_policy_new(&cvt, NULL, NULL, 0, &chat), "nenyax_policy_new");
+    die(nenyax_policy_new(&cvt, NULL, NULL, NENYAX_THREAD_SAFE, &chat_ts), "nenyax_policy_new");
 
     /* plan_proxy: nenyax_env_tasks(env, 1000), median of reps (+1 warm-up). */
     {
@@ -219,6 +276,11 @@ int main(int argc, char **argv) {
 
     workload("ffi/rollout_loop/reference", "rollout/serial_loop", NULL, env, reference, 1, reps);
     workload("ffi/rollout_loop/callback", "rollout/serial_loop", NULL, env, callback, 1, reps);
+    workload("ffi/rollout_loop/callback_ts", "rollout/serial_loop", NULL, env, callback_ts, 1,
+             reps);
+    pair(env, callback, callback_ts, reps);
+    workload("ffi/rollout_loop/chat", "rollout/serial_loop", NULL, env, chat, 1, reps);
+    workload("ffi/rollout_loop/chat_ts", "rollout/serial_loop", NULL, env, chat_ts, 1, reps);
 
     for (size_t threads = 1; threads <= 2; ++threads) {
         nenyax_runner_t *runner = NULL;
@@ -235,6 +297,8 @@ int main(int argc, char **argv) {
 #undef RUN
         nenyax_runner_free(runner);
     }
+    nenyax_policy_free(chat_ts);
+    nenyax_policy_free(chat);
     nenyax_policy_free(callback_ts);
     nenyax_policy_free(callback);
     nenyax_policy_free(reference);

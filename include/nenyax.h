@@ -83,6 +83,28 @@
 // Bit in the last stats value: an advantage was NaN.
 #define NENYAX_PG_BAD_ADVANTAGES 16
 
+// Version of `nenyax_pg_batch_t`.
+#define NENYAX_PG_BATCH_VERSION 1
+
+// `nenyax_pg_batch_t.dtype`: every float array is `float`.
+#define NENYAX_DTYPE_F32 1
+
+// `nenyax_pg_batch_t.dtype`: every float array is `double`.
+#define NENYAX_DTYPE_F64 2
+
+// `nenyax_pg_batch_t.memory`: the arrays are in host memory.
+#define NENYAX_MEMORY_HOST 0
+
+// `nenyax_pg_batch_t.memory`: the arrays are CUDA device pointers (of the device's primary
+// context).
+#define NENYAX_MEMORY_CUDA 1
+
+// `nenyax_pg_batch_t.device`: the loss runs on the CPU (host memory only).
+#define NENYAX_DEVICE_CPU 0
+
+// `nenyax_pg_batch_t.device`: the loss runs on the GPU.
+#define NENYAX_DEVICE_CUDA 1
+
 // Stable status codes; values are never reused or renumbered.
 typedef enum nenyax_status_t {
   // Success (also the code of a NULL error).
@@ -247,6 +269,58 @@ typedef struct nenyax_policy_vtable_t {
   nenyax_chat_fn chat;
 } nenyax_policy_vtable_t;
 
+// Receives one trajectory (JSON) of a batch, in job order, on the calling thread; non-zero
+// stops the batch.
+typedef int32_t (*nenyax_trajectory_fn)(void *user_data,
+                                        size_t index,
+                                        const char *trajectory_json,
+                                        size_t trajectory_len);
+
+// One batch of a policy-gradient loss: `rows` x `width` tokens, row-major, every float array
+// of type `dtype`. `ref_logp` is needed with a KL term and `entropy` with an entropy bonus
+// (else NULL); `advantages` holds `advantages_len` values: one per row or one per token (0
+// means one per row). `grad_logp` (rows x width) receives dL/dlogp; `grad_entropy` (may be
+// NULL) dL/dentropy. With `memory` = NENYAX_MEMORY_CUDA the loss is queued on `stream` (a
+// CUstream / cudaStream_t; NULL: the default stream) without synchronising and its stats go to
+// `stats_device` (NENYAX_PG_STATS_LEN doubles in device memory); otherwise `stats_device` and
+// `stream` are ignored (set them to NULL).
+typedef struct nenyax_pg_batch_t {
+  // NENYAX_PG_BATCH_VERSION.
+  uint32_t version;
+  // NENYAX_DTYPE_F32 or NENYAX_DTYPE_F64.
+  uint32_t dtype;
+  // NENYAX_MEMORY_HOST or NENYAX_MEMORY_CUDA.
+  uint32_t memory;
+  // NENYAX_DEVICE_CPU or NENYAX_DEVICE_CUDA (host memory on the GPU: copied in and back).
+  uint32_t device;
+  // Log-probs under the current policy.
+  const void *logp;
+  // Log-probs under the policy that sampled the tokens.
+  const void *old_logp;
+  // Log-probs under the reference policy, or NULL.
+  const void *ref_logp;
+  // Per-token entropy, or NULL.
+  const void *entropy;
+  // 1 for a valid token, 0 for padding.
+  const uint8_t *mask;
+  // Advantages, per row or per token.
+  const void *advantages;
+  // Number of advantages (0: one per row).
+  size_t advantages_len;
+  // Sequences.
+  size_t rows;
+  // Tokens per sequence (padded).
+  size_t width;
+  // Out: dL/dlogp, rows x width.
+  void *grad_logp;
+  // Out: dL/dentropy, rows x width, or NULL.
+  void *grad_entropy;
+  // Out (CUDA memory only): NENYAX_PG_STATS_LEN doubles in device memory.
+  double *stats_device;
+  // CUDA memory only: the stream to queue on, or NULL.
+  void *stream;
+} nenyax_pg_batch_t;
+
 // What a policy-loss call returns besides the gradients.
 typedef struct nenyax_pg_stats_t {
   // The total loss (policy + KL - entropy).
@@ -269,13 +343,6 @@ typedef struct nenyax_pg_stats_t {
   double rows;
 } nenyax_pg_stats_t;
 
-// Receives one trajectory (JSON) of a batch, in job order, on the calling thread; non-zero
-// stops the batch.
-typedef int32_t (*nenyax_trajectory_fn)(void *user_data,
-                                        size_t index,
-                                        const char *trajectory_json,
-                                        size_t trajectory_len);
-
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -291,6 +358,16 @@ const char *nenyax_protocol_version(void);
 
 // Free a string returned by the library and reset it to {NULL, 0}; NULL or empty is a no-op.
 void nenyax_string_free(struct nenyax_string_t *s);
+
+// The status of an error; NENYAX_STATUS_OK for NULL.
+enum nenyax_status_t nenyax_error_code(const struct nenyax_error_t *error);
+
+// The error's message, NUL-terminated and valid until the error is freed; "" for NULL.
+// When `len_out` is not NULL it receives the length in bytes (without the NUL).
+const char *nenyax_error_message(const struct nenyax_error_t *error, size_t *len_out);
+
+// Free an error; NULL is a no-op.
+void nenyax_error_free(struct nenyax_error_t *error);
 
 // Load an environment by URI (e.g. "builtin:arithmetic?size=100"). Free with nenyax_env_free.
 struct nenyax_error_t *nenyax_env_load(const char *uri, size_t uri_len, struct nenyax_env_t **out);
@@ -352,7 +429,8 @@ struct nenyax_error_t *nenyax_env_with_judge(const struct nenyax_env_t *env,
                                              size_t judge_len,
                                              struct nenyax_env_t **out);
 
-// Roll out one episode on the calling thread and return its Trajectory as JSON. Options (JSON,
+// Roll out one episode on the calling thread (with a non-thread-safe chat callback: on a reused
+// helper thread, its calls served here) and return its Trajectory as JSON. Options (JSON,
 // may be NULL): {"task": TaskRef, "seed": int, "max_steps": int}. A failed episode is not an
 // error: the trajectory carries it in "error".
 struct nenyax_error_t *nenyax_env_rollout(const struct nenyax_env_t *env,
@@ -375,49 +453,6 @@ struct nenyax_error_t *nenyax_check_uri(const char *uri,
                                         const char *options_json,
                                         size_t options_len,
                                         struct nenyax_string_t *out);
-
-// Create a sandbox. Options (may be NULL): {"backend": "process"|"jail" (default process),
-// "cpu_s", "memory_bytes", "open_files", "processes", "file_size_bytes", "wall_s",
-// "output_bytes", "network", "workdir", "root", "env": {..}, "extra_dirs": [..]}.
-struct nenyax_error_t *nenyax_sandbox_new(const char *options_json,
-                                          size_t options_len,
-                                          struct nenyax_sandbox_t **out);
-
-// Run a command: {"argv": [..]} or {"shell": "..."}, plus optional "cwd", "env", "stdin"
-// (text) and "timeout_s". `out` receives the result as JSON: exit_code, signal, stdout,
-// stderr, dropped_bytes, duration_s, killed ("timeout"|"cpu_limit"|"file_size_limit"|
-// "signal"|null). A command that fails or is killed is not an error; one that cannot start is.
-struct nenyax_error_t *nenyax_sandbox_exec(const struct nenyax_sandbox_t *sandbox,
-                                           const char *exec_json,
-                                           size_t exec_len,
-                                           struct nenyax_string_t *out);
-
-// Write `len` bytes to a sandbox path (parents created) with Unix mode `mode`.
-struct nenyax_error_t *nenyax_sandbox_put(const struct nenyax_sandbox_t *sandbox,
-                                          const char *path,
-                                          size_t path_len,
-                                          const uint8_t *data,
-                                          size_t len,
-                                          uint32_t mode);
-
-// Read a sandbox file into `out` (its bytes; a NUL byte in the file becomes "\u0000").
-struct nenyax_error_t *nenyax_sandbox_get(const struct nenyax_sandbox_t *sandbox,
-                                          const char *path,
-                                          size_t path_len,
-                                          struct nenyax_string_t *out);
-
-// List a sandbox directory as JSON: [{"name", "dir", "size"}], sorted by name.
-struct nenyax_error_t *nenyax_sandbox_list(const struct nenyax_sandbox_t *sandbox,
-                                           const char *path,
-                                           size_t path_len,
-                                           struct nenyax_string_t *out);
-
-// A new sandbox with the same configuration and a copy of this one's files.
-struct nenyax_error_t *nenyax_sandbox_fork(const struct nenyax_sandbox_t *sandbox,
-                                           struct nenyax_sandbox_t **out);
-
-// Destroy a sandbox (kill what is left, remove its files) and free it; NULL is a no-op.
-void nenyax_sandbox_free(struct nenyax_sandbox_t *sandbox);
 
 // Open a step-mode session. Options (may be NULL): {"task": TaskRef, "seed": int}.
 // Rollout- and task-mode environments give NENYAX_STATUS_UNSUPPORTED.
@@ -465,6 +500,228 @@ struct nenyax_error_t *nenyax_policy_endpoint(const char *options_json,
 // Free a policy; NULL is a no-op. Its user_data is freed when no handle uses it any more.
 void nenyax_policy_free(struct nenyax_policy_t *policy);
 
+// A runner with its own pool of `threads` workers (0: one per core, or NENYAX_NUM_THREADS;
+// at most NENYAX_MAX_THREADS).
+struct nenyax_error_t *nenyax_runner_new(size_t threads, struct nenyax_runner_t **out);
+
+// Number of worker threads (0 for NULL).
+size_t nenyax_runner_threads(const struct nenyax_runner_t *runner);
+
+// Free a runner; NULL is a no-op.
+void nenyax_runner_free(struct nenyax_runner_t *runner);
+
+// Run a batch in parallel. Options (JSON, may be NULL): {"n": 10, "seed": 0, "max_steps": int,
+// "tasks": [TaskRef]} (default: the environment's tasks, cycled). With `sink`, each
+// trajectory is passed to it in job order on the calling thread (a non-zero return stops the
+// batch with NENYAX_STATUS_CALLBACK) and `out` may be NULL; without, `out` gets a JSON array.
+struct nenyax_error_t *nenyax_runner_run(const struct nenyax_runner_t *runner,
+                                         const struct nenyax_env_t *env,
+                                         const struct nenyax_policy_t *policy,
+                                         const char *options_json,
+                                         size_t options_len,
+                                         nenyax_trajectory_fn sink,
+                                         void *sink_user_data,
+                                         struct nenyax_string_t *out);
+
+// Advantages of `n` sequences into `out` (n values). Options: {"estimator": "grpo_verl" |
+// "grpo_trl" | "grpo" | "dr_grpo" | "rloo" | "reinforce", "eps", "singleton": "reward" |
+// "zero", "std_scope": "group" | "batch"}; `group_ids` label the rollouts of one task.
+struct nenyax_error_t *nenyax_advantages(const double *rewards,
+                                         const int64_t *group_ids,
+                                         size_t n,
+                                         const char *options_json,
+                                         size_t options_len,
+                                         double *out);
+
+// DAPO's dynamic-sampling filter: `keep_out[i]` is 1 unless row i's group has all-equal rewards
+// (a group of one is kept). Exact equality, a deliberate deviation from the reference's float
+// std test (docs/learners.md).
+struct nenyax_error_t *nenyax_dapo_keep(const double *rewards,
+                                        const int64_t *group_ids,
+                                        size_t n,
+                                        uint8_t *keep_out);
+
+// REINFORCE++ token advantages (`rows` x `width`, row-major) into `advantages_out`, and the
+// discounted returns into `returns_out` (may be NULL). `group_ids` (may be NULL) selects the
+// baseline variant: the group mean is subtracted before whitening.
+struct nenyax_error_t *nenyax_reinforce_pp(const double *rewards,
+                                           const int64_t *group_ids,
+                                           const uint8_t *mask,
+                                           size_t rows,
+                                           size_t width,
+                                           double gamma,
+                                           double *advantages_out,
+                                           double *returns_out);
+
+// DPO (sigmoid) on each group's best-vs-worst pair: the mean loss in `loss`, dL/dlogp in
+// `grad_logp` (rows x width, 0 for rows in no pair) and the number of pairs in `pairs` (may be
+// NULL). Sequence log-probs are sums over valid tokens.
+struct nenyax_error_t *nenyax_dpo_loss(const double *rewards,
+                                       const int64_t *group_ids,
+                                       const double *logp,
+                                       const double *ref_logp,
+                                       const uint8_t *mask,
+                                       size_t rows,
+                                       size_t width,
+                                       double beta,
+                                       double *loss,
+                                       double *grad_logp,
+                                       size_t *pairs);
+
+// The GPU the CUDA entry points use, as JSON {"ordinal", "name", "compute_capability": [major,
+// minor]}; NENYAX_STATUS_CUDA_UNAVAILABLE says why there is none (no driver, no device, no
+// NVRTC). The first call loads the driver and compiles the kernels.
+struct nenyax_error_t *nenyax_cuda_device(struct nenyax_string_t *out);
+
+// The full JSON of a named learner (e.g. "grpo", "dapo", "gspo"; see docs/c-api.md) with any
+// overrides applied, so a trainer can log exactly which knobs it ran. Free with nenyax_string_free.
+struct nenyax_error_t *nenyax_learner_json(const char *config_json,
+                                           size_t config_len,
+                                           struct nenyax_string_t *out);
+
+// A policy-gradient loss over one batch (see nenyax_pg_batch_t), with the config JSON of
+// docs/c-api.md or a named learner such as {"learner": "dapo"}. Host memory: its value goes to
+// `stats` (may be NULL); CUDA memory: to `batch->stats_device` (`stats` is not written). Bad
+// `version`, `dtype`, `memory` or `device` values are NENYAX_STATUS_INVALID_ARGUMENT naming the
+// field; the GPU paths give NENYAX_STATUS_CUDA_UNAVAILABLE where there is no usable GPU.
+struct nenyax_error_t *nenyax_pg_loss_batch(const struct nenyax_pg_batch_t *batch,
+                                            const char *config_json,
+                                            size_t config_len,
+                                            struct nenyax_pg_stats_t *stats);
+
+// Deprecated: use nenyax_pg_loss_batch. The loss over host f64 arrays on the CPU (the fields
+// of nenyax_pg_batch_t as arguments).
+struct nenyax_error_t *nenyax_pg_loss(const double *logp,
+                                      const double *old_logp,
+                                      const double *ref_logp,
+                                      const double *entropy,
+                                      const uint8_t *mask,
+                                      const double *advantages,
+                                      size_t advantages_len,
+                                      size_t rows,
+                                      size_t width,
+                                      const char *config_json,
+                                      size_t config_len,
+                                      double *grad_logp,
+                                      double *grad_entropy,
+                                      struct nenyax_pg_stats_t *stats);
+
+// Deprecated: use nenyax_pg_loss_batch. nenyax_pg_loss in f32 (per-token maths in f64, results
+// rounded once).
+struct nenyax_error_t *nenyax_pg_loss_f32(const float *logp,
+                                          const float *old_logp,
+                                          const float *ref_logp,
+                                          const float *entropy,
+                                          const uint8_t *mask,
+                                          const float *advantages,
+                                          size_t advantages_len,
+                                          size_t rows,
+                                          size_t width,
+                                          const char *config_json,
+                                          size_t config_len,
+                                          float *grad_logp,
+                                          float *grad_entropy,
+                                          struct nenyax_pg_stats_t *stats);
+
+// Deprecated: use nenyax_pg_loss_batch. The fused loss on the GPU over f32 device pointers
+// (the primary context of the device), queued on `stream` (NULL: the default stream) without
+// synchronising. `stats_device` receives NENYAX_PG_STATS_LEN doubles in device memory; a NaN
+// on a valid token sets a bit in its last value (NENYAX_PG_BAD_*) and an all-masked batch
+// leaves its token count at 0. Same arguments and config as nenyax_pg_loss.
+struct nenyax_error_t *nenyax_pg_loss_cuda_f32(const float *logp,
+                                               const float *old_logp,
+                                               const float *ref_logp,
+                                               const float *entropy,
+                                               const uint8_t *mask,
+                                               const float *advantages,
+                                               size_t advantages_len,
+                                               size_t rows,
+                                               size_t width,
+                                               const char *config_json,
+                                               size_t config_len,
+                                               float *grad_logp,
+                                               float *grad_entropy,
+                                               double *stats_device,
+                                               void *stream);
+
+// Deprecated: use nenyax_pg_loss_batch. nenyax_pg_loss_cuda_f32 over f64 device arrays.
+struct nenyax_error_t *nenyax_pg_loss_cuda_f64(const double *logp,
+                                               const double *old_logp,
+                                               const double *ref_logp,
+                                               const double *entropy,
+                                               const uint8_t *mask,
+                                               const double *advantages,
+                                               size_t advantages_len,
+                                               size_t rows,
+                                               size_t width,
+                                               const char *config_json,
+                                               size_t config_len,
+                                               double *grad_logp,
+                                               double *grad_entropy,
+                                               double *stats_device,
+                                               void *stream);
+
+// Deprecated: use nenyax_pg_loss_batch. The fused GPU loss from host memory (f32): copies in,
+// runs, copies back and synchronises, with the same arguments, results and errors as
+// nenyax_pg_loss_f32.
+struct nenyax_error_t *nenyax_pg_loss_cuda_host_f32(const float *logp,
+                                                    const float *old_logp,
+                                                    const float *ref_logp,
+                                                    const float *entropy,
+                                                    const uint8_t *mask,
+                                                    const float *advantages,
+                                                    size_t advantages_len,
+                                                    size_t rows,
+                                                    size_t width,
+                                                    const char *config_json,
+                                                    size_t config_len,
+                                                    float *grad_logp,
+                                                    float *grad_entropy,
+                                                    struct nenyax_pg_stats_t *stats);
+
+// Create a sandbox. Options (may be NULL): {"backend": "process"|"jail" (default process),
+// "cpu_s", "memory_bytes", "open_files", "processes", "file_size_bytes", "wall_s",
+// "output_bytes", "network", "workdir", "root", "env": {..}, "extra_dirs": [..]}.
+struct nenyax_error_t *nenyax_sandbox_new(const char *options_json,
+                                          size_t options_len,
+                                          struct nenyax_sandbox_t **out);
+
+// Run a command: {"argv": [..]} or {"shell": "..."}, plus optional "cwd", "env", "stdin"
+// (text) and "timeout_s". `out` receives the result as JSON: exit_code, signal, stdout,
+// stderr, dropped_bytes, duration_s, killed ("timeout"|"cpu_limit"|"file_size_limit"|
+// "signal"|null). A command that fails or is killed is not an error; one that cannot start is.
+struct nenyax_error_t *nenyax_sandbox_exec(const struct nenyax_sandbox_t *sandbox,
+                                           const char *exec_json,
+                                           size_t exec_len,
+                                           struct nenyax_string_t *out);
+
+// Write `len` bytes to a sandbox path (parents created) with Unix mode `mode`.
+struct nenyax_error_t *nenyax_sandbox_put(const struct nenyax_sandbox_t *sandbox,
+                                          const char *path,
+                                          size_t path_len,
+                                          const uint8_t *data,
+                                          size_t len,
+                                          uint32_t mode);
+
+// Read a sandbox file into `out` (its bytes; a NUL byte in the file becomes "\u0000").
+struct nenyax_error_t *nenyax_sandbox_get(const struct nenyax_sandbox_t *sandbox,
+                                          const char *path,
+                                          size_t path_len,
+                                          struct nenyax_string_t *out);
+
+// List a sandbox directory as JSON: [{"name", "dir", "size"}], sorted by name.
+struct nenyax_error_t *nenyax_sandbox_list(const struct nenyax_sandbox_t *sandbox,
+                                           const char *path,
+                                           size_t path_len,
+                                           struct nenyax_string_t *out);
+
+// A new sandbox with the same configuration and a copy of this one's files.
+struct nenyax_error_t *nenyax_sandbox_fork(const struct nenyax_sandbox_t *sandbox,
+                                           struct nenyax_sandbox_t **out);
+
+// Destroy a sandbox (kill what is left, remove its files) and free it; NULL is a no-op.
+void nenyax_sandbox_free(struct nenyax_sandbox_t *sandbox);
+
 // Serve `env` (a step-mode environment) as an OpenEnv server on background threads: WebSocket
 // sessions at /ws, HTTP /reset, /step, /state, /health, /metadata, /schema. Options (may be
 // NULL): {"host": "127.0.0.1", "port": 8000 (0: any free port), "max_sessions": 64,
@@ -501,189 +758,9 @@ struct nenyax_error_t *nenyax_recording_calls(const struct nenyax_recording_t *r
 // End a recording (its URL stops answering) and free it; NULL is a no-op.
 void nenyax_recording_free(struct nenyax_recording_t *recording);
 
-// Advantages of `n` sequences into `out` (n values). Options: {"estimator": "grpo_verl" |
-// "grpo_trl" | "grpo" | "dr_grpo" | "rloo" | "reinforce", "eps", "singleton": "reward" |
-// "zero", "std_scope": "group" | "batch"}; `group_ids` label the rollouts of one task.
-struct nenyax_error_t *nenyax_advantages(const double *rewards,
-                                         const int64_t *group_ids,
-                                         size_t n,
-                                         const char *options_json,
-                                         size_t options_len,
-                                         double *out);
-
-// DAPO's dynamic-sampling filter: `keep_out[i]` is 1 unless row i's group has all-equal rewards
-// (a group of one is kept). Exact equality, a deliberate deviation from the reference's float
-// std test (docs/learners.md).
-struct nenyax_error_t *nenyax_dapo_keep(const double *rewards,
-                                        const int64_t *group_ids,
-                                        size_t n,
-                                        uint8_t *keep_out);
-
-// A policy-gradient loss over `rows` x `width` tokens (row-major, f64), its value in `stats`
-// and dL/dlogp in `grad_logp` (rows x width). `ref_logp` is needed with a KL term and
-// `entropy` with an entropy bonus (`grad_entropy` may be NULL); `advantages` holds
-// `advantages_len` values: one per row, or one per token (0 means one per row). Config: the
-// JSON of docs/c-api.md, or a named learner such as {"learner": "dapo"}.
-struct nenyax_error_t *nenyax_pg_loss(const double *logp,
-                                      const double *old_logp,
-                                      const double *ref_logp,
-                                      const double *entropy,
-                                      const uint8_t *mask,
-                                      const double *advantages,
-                                      size_t advantages_len,
-                                      size_t rows,
-                                      size_t width,
-                                      const char *config_json,
-                                      size_t config_len,
-                                      double *grad_logp,
-                                      double *grad_entropy,
-                                      struct nenyax_pg_stats_t *stats);
-
-// nenyax_pg_loss in f32 (per-token maths in f64, results rounded once).
-struct nenyax_error_t *nenyax_pg_loss_f32(const float *logp,
-                                          const float *old_logp,
-                                          const float *ref_logp,
-                                          const float *entropy,
-                                          const uint8_t *mask,
-                                          const float *advantages,
-                                          size_t advantages_len,
-                                          size_t rows,
-                                          size_t width,
-                                          const char *config_json,
-                                          size_t config_len,
-                                          float *grad_logp,
-                                          float *grad_entropy,
-                                          struct nenyax_pg_stats_t *stats);
-
-// REINFORCE++ token advantages (`rows` x `width`, row-major) into `advantages_out`, and the
-// discounted returns into `returns_out` (may be NULL). `group_ids` (may be NULL) selects the
-// baseline variant: the group mean is subtracted before whitening.
-struct nenyax_error_t *nenyax_reinforce_pp(const double *rewards,
-                                           const int64_t *group_ids,
-                                           const uint8_t *mask,
-                                           size_t rows,
-                                           size_t width,
-                                           double gamma,
-                                           double *advantages_out,
-                                           double *returns_out);
-
-// DPO (sigmoid) on each group's best-vs-worst pair: the mean loss in `loss`, dL/dlogp in
-// `grad_logp` (rows x width, 0 for rows in no pair) and the number of pairs in `pairs` (may be
-// NULL). Sequence log-probs are sums over valid tokens.
-struct nenyax_error_t *nenyax_dpo_loss(const double *rewards,
-                                       const int64_t *group_ids,
-                                       const double *logp,
-                                       const double *ref_logp,
-                                       const uint8_t *mask,
-                                       size_t rows,
-                                       size_t width,
-                                       double beta,
-                                       double *loss,
-                                       double *grad_logp,
-                                       size_t *pairs);
-
-// The GPU the CUDA entry points use, as JSON {"ordinal", "name", "compute_capability": [major,
-// minor]}; NENYAX_STATUS_CUDA_UNAVAILABLE says why there is none (no driver, no device, no
-// NVRTC). The first call loads the driver and compiles the kernels.
-struct nenyax_error_t *nenyax_cuda_device(struct nenyax_string_t *out);
-
-// The fused loss on the GPU over device pointers (f32, the primary context of the device),
-// queued on `stream` (a CUstream / cudaStream_t; NULL: the default stream), without
-// synchronising. `stats_device` receives NENYAX_PG_STATS_LEN doubles in device memory; a NaN
-// on a valid token sets a bit in its last value (NENYAX_PG_BAD_*) and an all-masked batch
-// leaves its token count at 0. Same arguments and config as nenyax_pg_loss.
-struct nenyax_error_t *nenyax_pg_loss_cuda_f32(const float *logp,
-                                               const float *old_logp,
-                                               const float *ref_logp,
-                                               const float *entropy,
-                                               const uint8_t *mask,
-                                               const float *advantages,
-                                               size_t advantages_len,
-                                               size_t rows,
-                                               size_t width,
-                                               const char *config_json,
-                                               size_t config_len,
-                                               float *grad_logp,
-                                               float *grad_entropy,
-                                               double *stats_device,
-                                               void *stream);
-
-// nenyax_pg_loss_cuda_f32 over f64 device arrays.
-struct nenyax_error_t *nenyax_pg_loss_cuda_f64(const double *logp,
-                                               const double *old_logp,
-                                               const double *ref_logp,
-                                               const double *entropy,
-                                               const uint8_t *mask,
-                                               const double *advantages,
-                                               size_t advantages_len,
-                                               size_t rows,
-                                               size_t width,
-                                               const char *config_json,
-                                               size_t config_len,
-                                               double *grad_logp,
-                                               double *grad_entropy,
-                                               double *stats_device,
-                                               void *stream);
-
-// The fused GPU loss from host memory (f32): copies in, runs, copies back and synchronises,
-// with the same arguments, results and errors as nenyax_pg_loss_f32.
-struct nenyax_error_t *nenyax_pg_loss_cuda_host_f32(const float *logp,
-                                                    const float *old_logp,
-                                                    const float *ref_logp,
-                                                    const float *entropy,
-                                                    const uint8_t *mask,
-                                                    const float *advantages,
-                                                    size_t advantages_len,
-                                                    size_t rows,
-                                                    size_t width,
-                                                    const char *config_json,
-                                                    size_t config_len,
-                                                    float *grad_logp,
-                                                    float *grad_entropy,
-                                                    struct nenyax_pg_stats_t *stats);
-
-// The full JSON of a named learner (e.g. "grpo", "dapo", "gspo"; see docs/c-api.md) with any
-// overrides applied, so a trainer can log exactly which knobs it ran. Free with nenyax_string_free.
-struct nenyax_error_t *nenyax_learner_json(const char *config_json,
-                                           size_t config_len,
-                                           struct nenyax_string_t *out);
-
-// A runner with its own pool of `threads` workers (0: one per core, or NENYAX_NUM_THREADS;
-// at most NENYAX_MAX_THREADS).
-struct nenyax_error_t *nenyax_runner_new(size_t threads, struct nenyax_runner_t **out);
-
-// Number of worker threads (0 for NULL).
-size_t nenyax_runner_threads(const struct nenyax_runner_t *runner);
-
-// Free a runner; NULL is a no-op.
-void nenyax_runner_free(struct nenyax_runner_t *runner);
-
-// Run a batch in parallel. Options (JSON, may be NULL): {"n": 10, "seed": 0, "max_steps": int,
-// "tasks": [TaskRef]} (default: the environment's tasks, cycled). With `sink`, each
-// trajectory is passed to it in job order on the calling thread (a non-zero return stops the
-// batch with NENYAX_STATUS_CALLBACK) and `out` may be NULL; without, `out` gets a JSON array.
-struct nenyax_error_t *nenyax_runner_run(const struct nenyax_runner_t *runner,
-                                         const struct nenyax_env_t *env,
-                                         const struct nenyax_policy_t *policy,
-                                         const char *options_json,
-                                         size_t options_len,
-                                         nenyax_trajectory_fn sink,
-                                         void *sink_user_data,
-                                         struct nenyax_string_t *out);
-
 // Copy `len` bytes (UTF-8) into a callback's reply slot, replacing earlier ones. Returns false
 // (and copies nothing) when `reply` is NULL, or `data` is NULL with `len` > 0.
 bool nenyax_reply_set(struct nenyax_reply_t *reply, const char *data, size_t len);
-
-// The status of an error; NENYAX_STATUS_OK for NULL.
-enum nenyax_status_t nenyax_error_code(const struct nenyax_error_t *error);
-
-// The error's message, NUL-terminated and valid until the error is freed; "" for NULL.
-// When `len_out` is not NULL it receives the length in bytes (without the NUL).
-const char *nenyax_error_message(const struct nenyax_error_t *error, size_t *len_out);
-
-// Free an error; NULL is a no-op.
-void nenyax_error_free(struct nenyax_error_t *error);
 
 #ifdef __cplusplus
 }  // extern "C"

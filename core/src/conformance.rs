@@ -169,8 +169,10 @@ impl Report {
     }
 }
 
-/// What to run the checks with.
-#[derive(Clone)]
+/// What to run the checks with. From JSON (the C ABI's check options) only the numbers are
+/// read: {"samples": 8, "threads": 2}.
+#[derive(Clone, serde::Deserialize)]
+#[serde(from = "CheckJson")]
 pub struct CheckOptions {
     /// Tasks sampled per check.
     pub samples: usize,
@@ -196,6 +198,27 @@ impl Default for CheckOptions {
             reference: None,
             null: None,
             caller: None,
+        }
+    }
+}
+
+/// The JSON form of [`CheckOptions`]: absent or null fields keep the defaults.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CheckJson {
+    #[serde(default)]
+    samples: Option<usize>,
+    #[serde(default)]
+    threads: Option<usize>,
+}
+
+impl From<CheckJson> for CheckOptions {
+    fn from(o: CheckJson) -> Self {
+        let d = CheckOptions::default();
+        CheckOptions {
+            samples: o.samples.unwrap_or(d.samples),
+            threads: o.threads.unwrap_or(d.threads),
+            ..d
         }
     }
 }

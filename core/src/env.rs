@@ -39,8 +39,10 @@ pub trait Episode: Send {
     fn close(&mut self) {}
 }
 
-/// Where and how to roll out one episode.
-#[derive(Debug, Clone, Default)]
+/// Where and how to roll out one episode; in JSON (the C ABI's rollout and session options)
+/// {"task": TaskRef, "seed": int, "max_steps": int}, every field optional.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct RolloutOptions {
     /// The task; `None` lets the environment pick one from the seed.
     pub task: Option<TaskRef>,

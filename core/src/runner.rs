@@ -2,11 +2,13 @@
 //! the global rayon pool, so an embedding trainer keeps control of its threads), delivered in
 //! task order as they complete.
 
-use crossbeam_channel::{bounded, unbounded, Receiver};
+use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
+use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::contract::{TaskRef, Trajectory};
@@ -36,8 +38,144 @@ pub fn plan(env: &dyn Environment, n: usize, seed: i64) -> Result<Vec<Job>> {
         .collect())
 }
 
+/// A batch as callers describe it in JSON: {"n": 10, "seed": 0, "max_steps": int,
+/// "tasks": [TaskRef]}; every field is optional.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunOptions {
+    /// Number of rollouts (default 10).
+    #[serde(default)]
+    pub n: Option<usize>,
+    /// Seed of the first job; job `i` gets `seed + i` (default 0).
+    #[serde(default)]
+    pub seed: Option<i64>,
+    /// Step limit per episode; `None` uses the environment's default.
+    #[serde(default)]
+    pub max_steps: Option<usize>,
+    /// Tasks to cycle through; absent or empty: the environment's own (see [`plan`]).
+    #[serde(default)]
+    pub tasks: Option<Vec<TaskRef>>,
+}
+
+impl RunOptions {
+    /// The jobs of this batch: the given tasks cycled, else [`plan`] over the environment's.
+    pub fn jobs(&self, env: &dyn Environment) -> Result<Vec<Job>> {
+        let n = self.n.unwrap_or(10);
+        let seed = self.seed.unwrap_or(0);
+        match &self.tasks {
+            Some(tasks) if !tasks.is_empty() => {
+                let tasks: Vec<Arc<TaskRef>> = tasks.iter().cloned().map(Arc::new).collect();
+                Ok((0..n)
+                    .map(|i| Job {
+                        task: Some(tasks[i % tasks.len()].clone()),
+                        seed: Some(seed + i as i64),
+                    })
+                    .collect())
+            }
+            _ => plan(env, n, seed),
+        }
+    }
+}
+
 /// Work a rollout thread hands to the thread that called [`Runner::run`].
 pub type CallerTask = Box<dyn FnOnce() + Send>;
+
+thread_local! {
+    /// This thread's one queue of caller tasks, kept for the thread's lifetime.
+    static CALLER_QUEUE: (Sender<CallerTask>, Receiver<CallerTask>) = unbounded();
+}
+
+/// The calling thread's own task queue: every serving loop on this thread (a batch, a check,
+/// one rollout, and the same nested inside a callback) waits on the same receiver, so a task
+/// queued for this thread is always served by whichever loop is waiting here, and none is lost
+/// when a nested loop returns while another thread was queueing for it.
+pub fn caller_queue() -> (Sender<CallerTask>, Receiver<CallerTask>) {
+    CALLER_QUEUE.with(|(tx, rx)| (tx.clone(), rx.clone()))
+}
+
+/// Run `caller` tasks on this thread until `done` yields a value; `None` when every sender of
+/// `done` is gone without one. The one serve-the-caller loop: batches and single rollouts use it.
+pub fn serve_until<T>(done: &Receiver<T>, caller: Option<&Receiver<CallerTask>>) -> Option<T> {
+    // Never ready: without a caller queue this is a plain receive.
+    let never = crossbeam_channel::never();
+    let mut caller = caller.unwrap_or(&never);
+    loop {
+        crossbeam_channel::select! {
+            recv(done) -> msg => return msg.ok(),
+            recv(caller) -> task => match task {
+                Ok(task) => task(),
+                // No sender is left: stop polling it, or this loop would spin.
+                Err(_) => caller = &never,
+            },
+        }
+    }
+}
+
+/// Idle helper threads, each waiting on its own job channel.
+static HELPERS: Mutex<Vec<Sender<HelperJob>>> = Mutex::new(Vec::new());
+
+/// Most idle helper threads kept; more are only needed while calls nest, and then exit.
+const MAX_IDLE_HELPERS: usize = 8;
+
+/// Runs the work and returns what delivers its result, so the helper is idle again before the
+/// caller can ask for the next one (a loop of calls then reuses one thread).
+type HelperJob = Box<dyn FnOnce() -> Box<dyn FnOnce() + Send> + Send>;
+
+fn helper_loop(me: Sender<HelperJob>, jobs: Receiver<HelperJob>) {
+    while let Ok(job) = jobs.recv() {
+        // A panic loses only this job (its result channel closes), not the thread.
+        let deliver = catch_unwind(AssertUnwindSafe(job)).ok();
+        let mut idle = HELPERS.lock().unwrap_or_else(|p| p.into_inner());
+        let keep = idle.len() < MAX_IDLE_HELPERS;
+        if keep {
+            idle.push(me.clone());
+        }
+        drop(idle);
+        if let Some(deliver) = deliver {
+            deliver();
+        }
+        if !keep {
+            return;
+        }
+    }
+}
+
+/// Run `work` on a reused helper thread while this thread serves `caller` tasks, and return
+/// its result (`None` if it panicked). For work that may call back into this thread from
+/// threads of its own (a rollout-mode environment calls a host model from the recording
+/// server's threads): the caller keeps serving while it waits, and no thread is started per
+/// call. Helpers are shared by all threads; a nested call takes another one.
+pub fn run_aside<T: Send + 'static>(
+    caller: Option<&Receiver<CallerTask>>,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<Option<T>> {
+    let (done_tx, done_rx) = bounded::<T>(1);
+    let job: HelperJob = Box::new(move || {
+        let out = work();
+        Box::new(move || {
+            let _ = done_tx.send(out);
+        })
+    });
+    let idle = HELPERS.lock().unwrap_or_else(|p| p.into_inner()).pop();
+    let job = match idle {
+        Some(helper) => match helper.send(job) {
+            Ok(()) => None,
+            // The helper exited; start another.
+            Err(e) => Some(e.into_inner()),
+        },
+        None => Some(job),
+    };
+    if let Some(job) = job {
+        let (tx, rx) = unbounded::<HelperJob>();
+        tx.send(job).expect("the receiver is here");
+        let me = tx.clone();
+        std::thread::Builder::new()
+            .name("nenyax-helper".into())
+            .spawn(move || helper_loop(me, rx))
+            .map_err(|e| Error::Config(format!("cannot start a helper thread: {e}")))?;
+    }
+    Ok(serve_until(&done_rx, caller))
+}
 
 /// Owns a rayon pool and runs rollouts on it.
 pub struct Runner {
@@ -159,25 +297,9 @@ impl Runner {
             let mut pending = BTreeMap::new();
             let mut next = 0;
             // Tasks that must run on this (the calling) thread, e.g. callbacks into a host
-            // language that cannot be entered from foreign threads; never ready without one.
-            let never = crossbeam_channel::never();
-            let mut caller = caller.unwrap_or(&never);
-            loop {
-                let (i, traj) = crossbeam_channel::select! {
-                    recv(done_rx) -> msg => match msg {
-                        Ok(m) => m,
-                        // Every worker has exited (only after a stop, or when all is done).
-                        Err(_) => break,
-                    },
-                    recv(caller) -> task => {
-                        match task {
-                            Ok(task) => task(),
-                            // No sender is left: stop polling it, or this loop would spin.
-                            Err(_) => caller = &never,
-                        }
-                        continue;
-                    }
-                };
+            // language that cannot be entered from foreign threads, run while waiting; `None`:
+            // every worker has exited (only after a stop, or when all is done).
+            while let Some((i, traj)) = serve_until(&done_rx, caller) {
                 if outcome.is_err() {
                     // Stopping: episodes already running finish (their callbacks are still
                     // served above, or their workers would wait forever) and are dropped.
@@ -274,6 +396,48 @@ mod tests {
     use super::*;
     use crate::router::load;
     use serde_json::json;
+
+    #[test]
+    fn run_aside_reuses_one_helper_and_serves_the_caller_also_when_nested() {
+        let (tx, rx) = caller_queue();
+        let home = std::thread::current().id();
+        let mut helpers = std::collections::HashSet::new();
+        for i in 0..50 {
+            let tx = tx.clone();
+            let (helper, served_on) = run_aside(Some(&rx), move || {
+                let (reply_tx, reply_rx) = bounded(1);
+                let task: CallerTask = Box::new(move || {
+                    // Every tenth call nests: another helper, served on this thread again.
+                    let nested = (i % 10 == 0).then(|| {
+                        let (tx, rx) = caller_queue();
+                        run_aside(Some(&rx), move || {
+                            let (r_tx, r_rx) = bounded(1);
+                            let t: CallerTask = Box::new(move || {
+                                let _ = r_tx.send(std::thread::current().id());
+                            });
+                            tx.send(t).unwrap();
+                            r_rx.recv().unwrap()
+                        })
+                        .unwrap()
+                        .unwrap()
+                    });
+                    let _ = reply_tx.send((std::thread::current().id(), nested));
+                });
+                tx.send(task).unwrap();
+                (std::thread::current().id(), reply_rx.recv().unwrap())
+            })
+            .unwrap()
+            .unwrap();
+            assert_eq!(served_on.0, home);
+            if let Some(nested_on) = served_on.1 {
+                assert_eq!(nested_on, home);
+            }
+            assert_ne!(helper, home);
+            helpers.insert(helper);
+        }
+        // One thread for all fifty calls (only the nested ones borrow a second).
+        assert_eq!(helpers.len(), 1, "{helpers:?}");
+    }
 
     #[test]
     fn workers_never_run_more_than_a_window_ahead() {

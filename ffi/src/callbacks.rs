@@ -5,14 +5,14 @@
 //! the calling thread (a [`Route`] bound for the duration of the call), which runs it while it
 //! waits. Environments still step in parallel; only the host code is serialised.
 
-use crossbeam_channel::{bounded, Sender};
+use crossbeam_channel::{bounded, Receiver, Sender};
 use serde_json::{Map, Value};
 use std::ffi::{c_char, c_void};
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 
 use nenyax_core::define::{stateful, TaskEnvBuilder};
-use nenyax_core::runner::CallerTask;
+use nenyax_core::runner::{caller_queue, CallerTask};
 use nenyax_core::{ChatModel, Environment, Error, Message, Policy};
 
 use crate::error::{invalid, FfiResult};
@@ -239,13 +239,19 @@ impl Route {
 }
 
 /// Routes bound to the calling thread for one call; the previous binding is restored on drop,
-/// so a batch started from inside another batch's callback leaves the outer one intact.
-pub(crate) struct Bound(Vec<(Arc<Route>, Home)>);
+/// so a batch started from inside another batch's callback leaves the outer one intact. Every
+/// binding on a thread uses that thread's one queue ([`caller_queue`]), so a task a worker
+/// queued for the outer call is served by the inner loop or, after it, by the outer one.
+pub(crate) struct Bound {
+    saved: Vec<(Arc<Route>, Home)>,
+    queue: Receiver<CallerTask>,
+}
 
 type Home = Option<(ThreadId, Sender<CallerTask>)>;
 
-pub(crate) fn bind(routes: &[Arc<Route>], tx: Sender<CallerTask>) -> Bound {
+pub(crate) fn bind(routes: &[Arc<Route>]) -> Bound {
     let here = std::thread::current().id();
+    let (tx, queue) = caller_queue();
     let saved = routes
         .iter()
         .filter(|r| !r.thread_safe)
@@ -255,13 +261,20 @@ pub(crate) fn bind(routes: &[Arc<Route>], tx: Sender<CallerTask>) -> Bound {
             (r.clone(), previous)
         })
         .collect();
-    Bound(saved)
+    Bound { saved, queue }
+}
+
+impl Bound {
+    /// The calling thread's task queue, for the loop that serves it while the call runs.
+    pub(crate) fn queue(&self) -> &Receiver<CallerTask> {
+        &self.queue
+    }
 }
 
 impl Drop for Bound {
     fn drop(&mut self) {
         // Restore in reverse, in case one route was bound twice in the same call.
-        for (r, previous) in self.0.drain(..).rev() {
+        for (r, previous) in self.saved.drain(..).rev() {
             *r.home.lock().unwrap_or_else(|p| p.into_inner()) = previous;
         }
     }

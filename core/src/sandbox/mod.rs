@@ -14,6 +14,7 @@
 //! See docs/sandbox.md for what each promise means and how `nenyax sandbox-check` proves it.
 
 pub mod check;
+mod options;
 pub mod pool;
 mod process;
 
@@ -30,6 +31,7 @@ use crate::contract::Isolation;
 use crate::error::{Error, Result};
 
 pub use check::{sandbox_check, SandboxReport};
+pub use options::{ExecOptions, SandboxOptions};
 pub use pool::WarmPool;
 
 /// The isolation level of a backend (the contract's [`Isolation`]).

@@ -1,0 +1,80 @@
+//! Policies: host callbacks and OpenAI-compatible endpoints.
+
+use std::ffi::{c_char, c_void};
+use std::sync::Arc;
+
+use nenyax_core::policy::EndpointSpec;
+use nenyax_core::Policy;
+
+use crate::args::{boxed, check_flags, from_json_object, str_arg};
+use crate::callbacks::{self, nenyax_free_fn, nenyax_policy_vtable_t, Route};
+use crate::error::{boundary, invalid, nenyax_error_t, out_param, quietly, FfiResult};
+
+/// A policy: an action or chat callback, an endpoint, or an environment's own policy.
+pub struct nenyax_policy_t {
+    pub(crate) policy: Policy,
+    pub(crate) routes: Vec<Arc<Route>>,
+}
+
+pub(crate) unsafe fn policy_ref<'a>(p: *const nenyax_policy_t) -> FfiResult<&'a nenyax_policy_t> {
+    p.as_ref().ok_or_else(|| invalid("policy is NULL".into()))
+}
+
+/// A policy from C callbacks: `vtable->act` (observation JSON -> action JSON) or `vtable->chat`
+/// (messages JSON -> reply text), exactly one non-NULL. Without NENYAX_THREAD_SAFE in `flags`
+/// the callback runs only on threads that called into the library (see the conventions).
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_policy_new(
+    vtable: *const nenyax_policy_vtable_t,
+    user_data: *mut c_void,
+    free_user_data: nenyax_free_fn,
+    flags: u32,
+    out: *mut *mut nenyax_policy_t,
+) -> *mut nenyax_error_t {
+    let owner = callbacks::UserData::new(user_data, free_user_data);
+    boundary(move || {
+        check_flags(flags)?;
+        let (policy, route) = callbacks::policy(vtable, owner, flags)?;
+        out_param(
+            out,
+            boxed(nenyax_policy_t {
+                policy,
+                routes: vec![route],
+            }),
+        )
+    })
+}
+
+/// A policy backed by an OpenAI-compatible endpoint: JSON {"provider" or "base_url", "model",
+/// "api_key_env", "timeout_s", "retries", "backoff_s", "params"}; "provider" names one of
+/// `nenyax integrations` (e.g. "vllm", "openai"), its base URL and key variable.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_policy_endpoint(
+    options_json: *const c_char,
+    options_len: usize,
+    out: *mut *mut nenyax_policy_t,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        let text = str_arg(options_json, options_len, "options_json")?;
+        let spec: EndpointSpec = from_json_object(text, "options_json")?;
+        let policy = Policy::chat(spec.build()?);
+        out_param(
+            out,
+            boxed(nenyax_policy_t {
+                policy,
+                routes: Vec::new(),
+            }),
+        )
+    })
+}
+
+/// Free a policy; NULL is a no-op. Its user_data is freed when no handle uses it any more.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_policy_free(policy: *mut nenyax_policy_t) {
+    quietly(|| {
+        if !policy.is_null() {
+            drop(Box::from_raw(policy));
+        }
+        Ok(())
+    });
+}
