@@ -15,4 +15,19 @@ nenyax_error_t *nenyax_go_runner_run(const nenyax_runner_t *runner, const nenyax
                                      const nenyax_policy_t *policy, const char *options_json,
                                      size_t options_len, uintptr_t sink, nenyax_string_t *out);
 
+/* nenyax_policy_new as nenyax_go_policy_new, with `flags` (NENYAX_THREAD_SAFE for a Go function
+ * that may run on the library's threads). */
+nenyax_error_t *nenyax_go_policy_new_flags(int chat, uintptr_t handle, uint32_t flags,
+                                           nenyax_policy_t **out);
+
+/* nenyax_env_define_tasks with the Go score (and, when `reference` is non-zero, reference)
+ * trampolines, the handle as user_data, and NENYAX_THREAD_SAFE. */
+nenyax_error_t *nenyax_go_define_tasks(const char *name, size_t name_len, const char *tasks,
+                                       size_t tasks_len, uintptr_t handle, int reference,
+                                       nenyax_env_t **out);
+
+/* nenyax_env_define_stateful with the Go reset/observe/step trampolines and NENYAX_THREAD_SAFE. */
+nenyax_error_t *nenyax_go_define_stateful(const char *name, size_t name_len, uintptr_t handle,
+                                          size_t max_steps, nenyax_env_t **out);
+
 #endif
