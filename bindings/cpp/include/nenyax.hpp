@@ -979,6 +979,73 @@ void pg_loss_cuda(const PgDeviceInputs<T>& in, std::string_view config_json, T* 
   }
 }
 
+#ifdef NENYAX_PG_BATCH_VERSION
+// One policy-gradient loss entry point over a nenyax_pg_batch_t (headers from the batch struct
+// on; the five per-case functions above stay as they are). `Device` picks where it runs.
+enum class Device : std::uint32_t { cpu = NENYAX_DEVICE_CPU, cuda = NENYAX_DEVICE_CUDA };
+
+// A host batch over PgInputs<T> and caller gradient buffers (lengths checked first).
+template <class T>
+nenyax_pg_batch_t pg_batch(const PgInputs<T>& in, View<T> grad_logp, View<T> grad_entropy = {},
+                           Device device = Device::cpu) {
+  static_assert(std::is_same_v<T, double> || std::is_same_v<T, float>, "f64 or f32");
+  detail::check_inputs(in);
+  detail::need("grad_logp", grad_logp, in.rows * in.width);
+  detail::need("grad_entropy", grad_entropy, in.rows * in.width, true);
+  nenyax_pg_batch_t b{};
+  b.version = NENYAX_PG_BATCH_VERSION;
+  b.dtype = std::is_same_v<T, double> ? NENYAX_DTYPE_F64 : NENYAX_DTYPE_F32;
+  b.memory = NENYAX_MEMORY_HOST;
+  b.device = static_cast<std::uint32_t>(device);
+  b.logp = in.logp.data();
+  b.old_logp = in.old_logp.data();
+  b.ref_logp = detail::ptr_or_null(in.ref_logp);
+  b.entropy = detail::ptr_or_null(in.entropy);
+  b.mask = in.mask.data();
+  b.advantages = in.advantages.data();
+  b.advantages_len = in.advantages.size();
+  b.rows = in.rows;
+  b.width = in.width;
+  b.grad_logp = grad_logp.data();
+  b.grad_entropy = detail::ptr_or_null(grad_entropy);
+  return b;
+}
+
+// A device batch (CUDA memory) over PgDeviceInputs<T>, queued on `stream` without synchronising.
+template <class T>
+nenyax_pg_batch_t pg_batch(const PgDeviceInputs<T>& in, T* grad_logp, T* grad_entropy,
+                           double* stats_device, void* stream = nullptr) {
+  static_assert(std::is_same_v<T, double> || std::is_same_v<T, float>, "f64 or f32");
+  nenyax_pg_batch_t b{};
+  b.version = NENYAX_PG_BATCH_VERSION;
+  b.dtype = std::is_same_v<T, double> ? NENYAX_DTYPE_F64 : NENYAX_DTYPE_F32;
+  b.memory = NENYAX_MEMORY_CUDA;
+  b.device = NENYAX_DEVICE_CUDA;
+  b.logp = in.logp;
+  b.old_logp = in.old_logp;
+  b.ref_logp = in.ref_logp;
+  b.entropy = in.entropy;
+  b.mask = in.mask;
+  b.advantages = in.advantages;
+  b.advantages_len = in.advantages_len;
+  b.rows = in.rows;
+  b.width = in.width;
+  b.grad_logp = grad_logp;
+  b.grad_entropy = grad_entropy;
+  b.stats_device = stats_device;
+  b.stream = stream;
+  return b;
+}
+
+// The loss over a batch; host memory returns its stats (device memory writes stats_device and
+// returns zeros).
+inline PgStats pg_loss_batch(const nenyax_pg_batch_t& batch, std::string_view config_json) {
+  PgStats stats{};
+  check(nenyax_pg_loss_batch(&batch, config_json.data(), config_json.size(), &stats));
+  return stats;
+}
+#endif  // NENYAX_PG_BATCH_VERSION
+
 // The GPU the CUDA entry points use (JSON {"ordinal", "name", "compute_capability"}); throws
 // NENYAX_STATUS_CUDA_UNAVAILABLE, saying why, when there is none.
 inline std::string cuda_device() {

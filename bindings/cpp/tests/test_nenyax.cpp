@@ -919,6 +919,32 @@ TEST(learners_pg_loss_f64_f32) {
   }
 }
 
+TEST(learners_pg_loss_batch) {
+#ifdef NENYAX_PG_BATCH_VERSION
+  // The batch entry point gives what the per-case functions give, in both precisions.
+  const std::vector<double> logp{-1.0, -2.0, -0.5, -9.0}, old{-1.1, -1.9, -0.5, -9.0};
+  const std::vector<std::uint8_t> mask{1, 1, 1, 0};
+  const std::vector<double> adv{1.0, -0.5};
+  nenyax::PgInputs<double> in{logp, old, {}, {}, mask, adv, 2, 2};
+  const auto want = nenyax::pg_loss(in, R"({"learner": "dapo"})");
+  std::vector<double> grad(4);
+  const auto stats = nenyax::pg_loss_batch(nenyax::pg_batch<double>(in, grad), R"({"learner": "dapo"})");
+  CHECK(near(stats.loss, want.stats.loss) && near(stats.clip_fraction, want.stats.clip_fraction));
+  for (std::size_t i = 0; i < 4; ++i) CHECK(near(grad[i], want.grad_logp[i]));
+  const std::vector<float> logp32(logp.begin(), logp.end()), old32(old.begin(), old.end());
+  const std::vector<float> adv32(adv.begin(), adv.end());
+  nenyax::PgInputs<float> in32{logp32, old32, {}, {}, mask, adv32, 2, 2};
+  std::vector<float> grad32(4);
+  const auto s32 = nenyax::pg_loss_batch(nenyax::pg_batch<float>(in32, grad32), R"({"learner": "dapo"})");
+  CHECK(near(s32.loss, want.stats.loss, 1e-5));
+  auto bad = nenyax::pg_batch<double>(in, grad);
+  bad.version = 99;
+  CHECK_STATUS(nenyax::pg_loss_batch(bad, "{}"), NENYAX_STATUS_INVALID_ARGUMENT);
+#else
+  std::printf("      (this nenyax.h has no nenyax_pg_batch_t)\n");
+#endif
+}
+
 TEST(learners_reinforce_pp_and_dpo) {
   // One row, gamma 1: the return of every valid token is the row's reward.
   const std::vector<double> rewards{2.0, 0.0};
