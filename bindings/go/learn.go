@@ -2,11 +2,13 @@ package nenyax
 
 /*
 #include "nenyax.h"
+#include "shims.h"
 */
 import "C"
 
 import (
 	"fmt"
+	"runtime"
 	"unsafe"
 )
 
@@ -30,6 +32,14 @@ const (
 	PGBadRefLogp    = C.NENYAX_PG_BAD_REF_LOGP
 	PGBadEntropy    = C.NENYAX_PG_BAD_ENTROPY
 	PGBadAdvantages = C.NENYAX_PG_BAD_ADVANTAGES
+	// The fields of nenyax_pg_batch_t (PGLossBatch): its version, dtype, memory and device.
+	PGBatchVersion = C.NENYAX_PG_BATCH_VERSION
+	DTypeF32       = C.NENYAX_DTYPE_F32
+	DTypeF64       = C.NENYAX_DTYPE_F64
+	MemoryHost     = C.NENYAX_MEMORY_HOST
+	MemoryCUDA     = C.NENYAX_MEMORY_CUDA
+	DeviceCPU      = C.NENYAX_DEVICE_CPU
+	DeviceCUDA     = C.NENYAX_DEVICE_CUDA
 )
 
 // Float is the element type of the learners' host buffers.
@@ -293,5 +303,50 @@ func DPOLoss(rewards []float64, groupIDs []int64, logp, refLogp []float64, mask 
 		return DPOResult{}, err
 	}
 	r.Loss, r.Pairs = float64(loss), int(pairs)
+	return r, nil
+}
+
+// PGLossBatch computes the loss through the one batch entry point, nenyax_pg_loss_batch: on
+// the CPU, or with cuda on the GPU from host memory (copied in and back). The results are
+// those of PGLoss and PGLossCUDAHost.
+func PGLossBatch[T Float](in PGInputs[T], configJSON string, cuda bool) (PGResult[T], error) {
+	if err := in.check(); err != nil {
+		return PGResult[T]{}, err
+	}
+	r := in.result()
+	var b C.nenyax_pg_batch_t
+	b.version, b.memory, b.device = C.NENYAX_PG_BATCH_VERSION, C.NENYAX_MEMORY_HOST, C.NENYAX_DEVICE_CPU
+	if cuda {
+		b.device = C.NENYAX_DEVICE_CUDA
+	}
+	var zero T
+	b.dtype = C.NENYAX_DTYPE_F32
+	if _, ok := any(zero).(float64); ok {
+		b.dtype = C.NENYAX_DTYPE_F64
+	}
+	// The struct lives in Go memory and holds pointers to Go slices: cgo allows that only for
+	// pinned memory.
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	at := func(s []T) unsafe.Pointer {
+		if len(s) == 0 {
+			return nil
+		}
+		pin.Pin(unsafe.SliceData(s))
+		return unsafe.Pointer(unsafe.SliceData(s))
+	}
+	b.logp, b.old_logp, b.ref_logp, b.entropy = at(in.Logp), at(in.OldLogp), at(in.RefLogp), at(in.Entropy)
+	b.advantages, b.grad_logp, b.grad_entropy = at(in.Advantages), at(r.GradLogp), at(r.GradEntropy)
+	if len(in.Mask) > 0 {
+		pin.Pin(unsafe.SliceData(in.Mask))
+		b.mask = ptr[C.uint8_t](in.Mask)
+	}
+	b.advantages_len, b.rows, b.width = C.size_t(len(in.Advantages)), C.size_t(in.Rows), C.size_t(in.Width)
+	var st C.nenyax_pg_stats_t
+	cp, cn := input(configJSON)
+	if err := takeError(C.nenyax_go_pg_loss_batch(&b, cp, cn, &st)); err != nil {
+		return PGResult[T]{}, err
+	}
+	r.Stats = statsOf(&st)
 	return r, nil
 }

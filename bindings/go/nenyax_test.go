@@ -1016,3 +1016,24 @@ func TestDefineWithGoFunctions(t *testing.T) {
 	_, err = nenyax.DefineStateful("bad", nenyax.StateFuncs{}, 1)
 	wantStatus(t, err, nenyax.StatusInvalidArgument)
 }
+
+func TestPGLossBatch(t *testing.T) {
+	// The batch entry point gives what the per-case functions give.
+	logp, old, mask := []float64{-1, -2, -0.5, -9}, []float64{-1.1, -1.9, -0.5, -9}, []uint8{1, 1, 1, 0}
+	in := nenyax.PGInputs[float64]{Logp: logp, OldLogp: old, Mask: mask, Advantages: []float64{1, -0.5}, Rows: 2, Width: 2}
+	want := must(nenyax.PGLoss(in, `{"learner": "dapo"}`))(t)
+	got := must(nenyax.PGLossBatch(in, `{"learner": "dapo"}`, false))(t)
+	if !near(got.Stats.Loss, want.Stats.Loss, 1e-12) || fmt.Sprint(got.GradLogp) != fmt.Sprint(want.GradLogp) {
+		t.Fatalf("batch %+v, per-case %+v", got, want)
+	}
+	in32 := nenyax.PGInputs[float32]{Logp: []float32{-1, -2, -0.5, -9}, OldLogp: []float32{-1.1, -1.9, -0.5, -9},
+		Mask: mask, Advantages: []float32{1, -0.5}, Rows: 2, Width: 2}
+	got32 := must(nenyax.PGLossBatch(in32, `{"learner": "dapo"}`, false))(t)
+	if !near(got32.Stats.Loss, want.Stats.Loss, 1e-5) {
+		t.Fatalf("f32 batch loss %v, f64 %v", got32.Stats.Loss, want.Stats.Loss)
+	}
+	if _, err := nenyax.CUDADevice(); err != nil {
+		_, err = nenyax.PGLossBatch(in32, `{"learner": "dapo"}`, true)
+		wantStatus(t, err, nenyax.StatusCudaUnavailable)
+	}
+}

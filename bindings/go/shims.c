@@ -86,3 +86,34 @@ nenyax_error_t *nenyax_go_define_stateful(const char *name, size_t name_len, uin
     return nenyax_env_define_stateful(name, name_len, &vt, (void *)handle, go_free,
                                       NENYAX_THREAD_SAFE, max_steps, out);
 }
+
+nenyax_error_t *nenyax_go_pg_loss_batch(const nenyax_pg_batch_t *b, const char *config,
+                                        size_t config_len, nenyax_pg_stats_t *stats) {
+#ifdef NENYAX_GO_HEADER_HAS_PG_BATCH
+    return nenyax_pg_loss_batch(b, config, config_len, stats);
+#else
+    const int f64 = b->dtype == NENYAX_DTYPE_F64;
+    if (b->memory == NENYAX_MEMORY_CUDA) {
+        return f64 ? nenyax_pg_loss_cuda_f64(b->logp, b->old_logp, b->ref_logp, b->entropy, b->mask,
+                                             b->advantages, b->advantages_len, b->rows, b->width,
+                                             config, config_len, b->grad_logp, b->grad_entropy,
+                                             b->stats_device, b->stream)
+                   : nenyax_pg_loss_cuda_f32(b->logp, b->old_logp, b->ref_logp, b->entropy, b->mask,
+                                             b->advantages, b->advantages_len, b->rows, b->width,
+                                             config, config_len, b->grad_logp, b->grad_entropy,
+                                             b->stats_device, b->stream);
+    }
+    if (b->device == NENYAX_DEVICE_CUDA && !f64) {
+        return nenyax_pg_loss_cuda_host_f32(b->logp, b->old_logp, b->ref_logp, b->entropy, b->mask,
+                                            b->advantages, b->advantages_len, b->rows, b->width,
+                                            config, config_len, b->grad_logp, b->grad_entropy,
+                                            stats);
+    }
+    return f64 ? nenyax_pg_loss(b->logp, b->old_logp, b->ref_logp, b->entropy, b->mask,
+                                b->advantages, b->advantages_len, b->rows, b->width, config,
+                                config_len, b->grad_logp, b->grad_entropy, stats)
+               : nenyax_pg_loss_f32(b->logp, b->old_logp, b->ref_logp, b->entropy, b->mask,
+                                    b->advantages, b->advantages_len, b->rows, b->width, config,
+                                    config_len, b->grad_logp, b->grad_entropy, stats);
+#endif
+}

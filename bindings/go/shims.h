@@ -30,4 +30,33 @@ nenyax_error_t *nenyax_go_define_tasks(const char *name, size_t name_len, const 
 nenyax_error_t *nenyax_go_define_stateful(const char *name, size_t name_len, uintptr_t handle,
                                           size_t max_steps, nenyax_env_t **out);
 
+#ifdef NENYAX_PG_BATCH_VERSION
+#define NENYAX_GO_HEADER_HAS_PG_BATCH 1
+#else
+/* A nenyax.h from before nenyax_pg_batch_t: the same constants and struct (copied from the
+ * header that introduced them), so this package builds against either; nenyax_go_pg_loss_batch
+ * then runs the batch through the per-case functions. */
+#define NENYAX_PG_BATCH_VERSION 1
+#define NENYAX_DTYPE_F32 1
+#define NENYAX_DTYPE_F64 2
+#define NENYAX_MEMORY_HOST 0
+#define NENYAX_MEMORY_CUDA 1
+#define NENYAX_DEVICE_CPU 0
+#define NENYAX_DEVICE_CUDA 1
+typedef struct nenyax_pg_batch_t {
+  uint32_t version, dtype, memory, device;
+  const void *logp, *old_logp, *ref_logp, *entropy;
+  const uint8_t *mask;
+  const void *advantages;
+  size_t advantages_len, rows, width;
+  void *grad_logp, *grad_entropy;
+  double *stats_device;
+  void *stream;
+} nenyax_pg_batch_t;
+#endif
+
+/* nenyax_pg_loss_batch (or, with an older header, the per-case function it stands for). */
+nenyax_error_t *nenyax_go_pg_loss_batch(const nenyax_pg_batch_t *batch, const char *config,
+                                        size_t config_len, nenyax_pg_stats_t *stats);
+
 #endif
