@@ -37,6 +37,14 @@ const PG_BAD_OLD_LOGP = 2
 const PG_BAD_REF_LOGP = 4
 const PG_BAD_ENTROPY = 8
 const PG_BAD_ADVANTAGES = 16
+# nenyax_pg_batch_t (pg_loss_batch; in headers from the batch struct on).
+const PG_BATCH_VERSION = UInt32(1)
+const DTYPE_F32 = UInt32(1)
+const DTYPE_F64 = UInt32(2)
+const MEMORY_HOST = UInt32(0)
+const MEMORY_CUDA = UInt32(1)
+const DEVICE_CPU = UInt32(0)
+const DEVICE_CUDA = UInt32(1)
 
 # nenyax_status_t: stable values, never renumbered.
 const STATUS_OK = Int32(0)
@@ -1022,6 +1030,57 @@ function dpo_loss(rewards::Vector{Float64}, group_ids::Vector{Int64}, logp::Arra
             rewards, group_ids, logp, ref_logp, mask, rows, width, beta, loss, grad, pairs)
     end
     return (loss[], grad, Int(pairs[]))
+end
+
+"nenyax_pg_batch_t: one batch of a policy-gradient loss (see `pg_loss_batch`)."
+struct PgBatch
+    version::UInt32
+    dtype::UInt32
+    memory::UInt32
+    device::UInt32
+    logp::Ptr{Cvoid}
+    old_logp::Ptr{Cvoid}
+    ref_logp::Ptr{Cvoid}
+    entropy::Ptr{Cvoid}
+    mask::Ptr{UInt8}
+    advantages::Ptr{Cvoid}
+    advantages_len::Csize_t
+    rows::Csize_t
+    width::Csize_t
+    grad_logp::Ptr{Cvoid}
+    grad_entropy::Ptr{Cvoid}
+    stats_device::Ptr{Float64}
+    stream::Ptr{Cvoid}
+end
+
+"""
+    pg_loss_batch(logp, old_logp, mask, advantages; rows, width, config, ref_logp = nothing,
+                  entropy = nothing, device = DEVICE_CPU) -> (stats::PgStats, grad_logp, grad_entropy)
+
+`pg_loss` through the one batch entry point `nenyax_pg_loss_batch` (host memory; `device =
+DEVICE_CUDA` runs it on the GPU, copying in and back).
+"""
+function pg_loss_batch(logp::Array{T}, old_logp::Array{T}, mask::Array{UInt8}, advantages::Array{T};
+        rows::Integer, width::Integer, config::AbstractString, ref_logp = nothing,
+        entropy = nothing, device::Integer = DEVICE_CPU) where {T <: Union{Float32, Float64}}
+    n = rows * width
+    need_len("logp", logp, n); need_len("old_logp", old_logp, n); need_len("mask", mask, n)
+    need_len("ref_logp", ref_logp, n; optional = true)
+    need_len("entropy", entropy, n; optional = true)
+    length(advantages) in (rows, n) || need_len("advantages", advantages, rows)
+    c = String(config)
+    grad = zeros(T, n)
+    grad_entropy = entropy === nothing ? T[] : zeros(T, n)
+    stats = Ref{PgStats}()
+    GC.@preserve logp old_logp ref_logp entropy mask advantages c grad grad_entropy begin
+        batch = Ref(PgBatch(PG_BATCH_VERSION, T === Float64 ? DTYPE_F64 : DTYPE_F32, MEMORY_HOST,
+            UInt32(device), pointer(logp), pointer(old_logp), ptr_or_null(T, ref_logp),
+            ptr_or_null(T, entropy), pointer(mask), pointer(advantages), length(advantages),
+            rows, width, pointer(grad), ptr_or_null(T, grad_entropy), C_NULL, C_NULL))
+        @check ccall((:nenyax_pg_loss_batch, libnenyax), Ptr{Cvoid},
+            (Ref{PgBatch}, Ptr{UInt8}, Csize_t, Ref{PgStats}), batch, c, sizeof(c), stats)
+    end
+    return (stats[], grad, grad_entropy)
 end
 
 "The GPU the CUDA entry points use (JSON); `STATUS_CUDA_UNAVAILABLE` says why there is none."
