@@ -17,7 +17,9 @@ import (
 // concurrently, so they must be safe for concurrent use, like an http.Handler. cgo runs a Go
 // function called from a thread Go did not create; that is what makes a Go-defined environment
 // parallel in Runner.Run and servable with Serve. A panic fails that call (its episode), with
-// the panic's message, and never unwinds into C.
+// the panic's message, and never unwinds into C. The functions are reached through a
+// runtime/cgo.Handle the library owns: it is deleted when the last C handle using them (the
+// Env, an Env made from it by WithJudge, its reference policy, a session) is freed.
 
 // TaskFuncs are the functions of a one-turn environment (DefineTasks).
 type TaskFuncs struct {
@@ -44,8 +46,7 @@ func DefineTasks(name, tasksJSON string, funcs TaskFuncs) (*Env, error) {
 	if funcs.Score == nil {
 		return nil, &Error{Status: StatusInvalidArgument, Message: "DefineTasks: Score is nil"}
 	}
-	f := &funcs
-	h := cgo.NewHandle(f)
+	h := cgo.NewHandle(&funcs)
 	ref := C.int(0)
 	if funcs.Reference != nil {
 		ref = 1
@@ -57,9 +58,7 @@ func DefineTasks(name, tasksJSON string, funcs TaskFuncs) (*Env, error) {
 	if err := takeError(C.nenyax_go_define_tasks(np, nn, tp, tn, C.uintptr_t(h), ref, &out)); err != nil {
 		return nil, err
 	}
-	e := newEnv(out)
-	e.hostFuncs = f
-	return e, nil
+	return newEnv(out), nil
 }
 
 // DefineStateful defines a multi-turn environment from Go functions over a JSON state; episodes
@@ -71,16 +70,13 @@ func DefineStateful(name string, funcs StateFuncs, maxSteps int) (*Env, error) {
 	if maxSteps < 0 {
 		return nil, &Error{Status: StatusInvalidArgument, Message: "DefineStateful: maxSteps must be >= 0"}
 	}
-	f := &funcs
-	h := cgo.NewHandle(f)
+	h := cgo.NewHandle(&funcs)
 	var out *C.nenyax_env_t
 	np, nn := input(name)
 	if err := takeError(C.nenyax_go_define_stateful(np, nn, C.uintptr_t(h), C.size_t(maxSteps), &out)); err != nil {
 		return nil, err
 	}
-	e := newEnv(out)
-	e.hostFuncs = f
-	return e, nil
+	return newEnv(out), nil
 }
 
 // NewConcurrentChatPolicy is NewChatPolicy registered with NENYAX_THREAD_SAFE: chat is called

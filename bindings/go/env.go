@@ -13,9 +13,6 @@ import (
 // Close must not race with them.
 type Env struct {
 	h *handle[*C.nenyax_env_t]
-	// hostFuncs is the Go state of an environment defined with Go functions (DefineTasks,
-	// DefineStateful), kept reachable for as long as the Env is.
-	hostFuncs any
 }
 
 func newEnv(p *C.nenyax_env_t) *Env {

@@ -816,13 +816,7 @@ calls(r::Recording; drain::Bool = false) = GC.@preserve r string_call(out -> cca
     (:nenyax_recording_calls, libnenyax), Ptr{Cvoid}, (Ptr{Cvoid}, Int32, Ref{NenyaxString}),
     handle(r), Int32(drain), out))
 
-"""
-    serve(env; options = "") -> Server
-
-Serve a step-mode environment as an OpenEnv server (options JSON: `{"host", "port" (0: any
-free port), "max_sessions", ...}`); `url(server)`, `close(server)` stops it. The server calls
-the environment from its own threads, so a Julia-defined environment cannot be served.
-"""
+"A running OpenEnv server (`serve`); `close(server)` stops it."
 mutable struct Server
     ptr::Ptr{Cvoid}
     function Server(ptr::Ptr{Cvoid})
@@ -832,6 +826,13 @@ mutable struct Server
     end
 end
 
+"""
+    serve(env; options = "") -> Server
+
+Serve a step-mode environment as an OpenEnv server (options JSON: `{"host", "port" (0: any
+free port), "max_sessions", ...}`); `url(server)`, `close(server)` stops it. The server calls
+the environment from its own threads, so a Julia-defined environment cannot be served.
+"""
 function serve(env::Env; options::AbstractString = "")
     o = String(options)
     out = Ref{Ptr{Cvoid}}(C_NULL)
