@@ -363,9 +363,13 @@ fn every_status_is_copied_by_name_and_value() {
     }
     let jl_statuses = consts
         .keys()
-        .filter(|k| k.starts_with("STATUS_") && *k != "STATUS_NAMES");
-    if jl_statuses.count() != h.statuses.len() {
-        problems.push("julia: a STATUS_* constant the header does not have".to_string());
+        .filter(|k| k.starts_with("STATUS_") && *k != "STATUS_NAMES")
+        .count();
+    if jl_statuses != h.statuses.len() {
+        problems.push(format!(
+            "julia: {jl_statuses} STATUS_* constants for {} statuses",
+            h.statuses.len()
+        ));
     }
     check_table(
         &mut problems,
