@@ -49,8 +49,8 @@
 //
 // # Objects
 //
-// Env, Policy, Runner and Session own a C handle. Close frees it and may be called more than
-// once; a finalizer closes forgotten objects as a safety net, but Close is the way to free
+// Env, Policy, Runner, Session, Sandbox, Recording and Server own a C handle, each through the
+// one generic handle type of handle.go. Close frees it and may be called more than once; a finalizer closes forgotten objects as a safety net, but Close is the way to free
 // them promptly. Handles may be closed in any order: a policy made from an environment
 // keeps what it needs alive inside the library. Using an object after Close returns an
 // error with StatusInvalidArgument instead of crashing.
@@ -77,6 +77,12 @@
 // policy, they take turns. Calling into nenyax with the same policy from inside that
 // policy's own function, or from the trajectory function of a batch that uses it, would
 // deadlock; use a second policy made from the same Go function instead.
+//
+// Two kinds of Go callback are registered WITH NENYAX_THREAD_SAFE instead, because what calls
+// them is not a goroutine's call into nenyax: environments defined by Go functions
+// (DefineTasks, DefineStateful), which the runner's workers and a Serve server step, and
+// NewConcurrentChatPolicy, which a Recording's server calls. cgo runs them on the library's
+// threads, concurrently; they must be safe for concurrent use.
 //
 // A Go policy that panics fails only the episode it was serving: the panic is recovered in
 // the trampoline and becomes the callback's error message, which the trajectory carries in

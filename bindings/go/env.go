@@ -7,20 +7,16 @@ import "C"
 
 import (
 	"runtime"
-	"sync"
 )
 
 // Env is a loaded environment. Its methods may be called from several goroutines at once;
 // Close must not race with them.
 type Env struct {
-	mu  sync.Mutex // guards ptr against a double Close
-	ptr *C.nenyax_env_t
+	h *handle[*C.nenyax_env_t]
 }
 
 func newEnv(p *C.nenyax_env_t) *Env {
-	e := &Env{ptr: p}
-	runtime.SetFinalizer(e, (*Env).Close)
-	return e
+	return &Env{h: newHandle("Env", p, func(p *C.nenyax_env_t) { C.nenyax_env_free(p) })}
 }
 
 // Close frees the environment. It is safe to call more than once. Policies and sessions
@@ -29,28 +25,14 @@ func (e *Env) Close() error {
 	if e == nil {
 		return nil
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.ptr != nil {
-		C.nenyax_env_free(e.ptr)
-		e.ptr = nil
-		runtime.SetFinalizer(e, nil)
-	}
-	return nil
+	return e.h.Close()
 }
 
 func (e *Env) handle() (*C.nenyax_env_t, error) {
 	if e == nil {
 		return nil, closedError("Env")
 	}
-	debugGC()
-	e.mu.Lock()
-	p := e.ptr
-	e.mu.Unlock()
-	if p == nil {
-		return nil, closedError("Env")
-	}
-	return p, nil
+	return e.h.get("Env")
 }
 
 // Load loads an environment by URI, e.g. "builtin:arithmetic?size=100".

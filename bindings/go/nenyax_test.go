@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"runtime"
 	"strings"
 	"sync"
@@ -787,4 +788,252 @@ func TestFinalizers(t *testing.T) {
 func TestNonFiniteOptionsAreRefused(t *testing.T) {
 	_, err := nenyax.NewEndpointPolicy(nenyax.EndpointSpec{BaseURL: "http://x/v1", Model: "m", BackoffS: nenyax.Ptr(math.Inf(1))})
 	wantStatus(t, err, nenyax.StatusInvalidArgument) // encoding/json refuses +Inf before C sees it
+}
+
+// ---------------------------------------------------------------------------------------------
+// the areas added with the whole-header wrapper: learners, sandboxes, recordings, servers, and
+// environments defined by Go functions
+
+func near(a, b, tol float64) bool { return math.Abs(a-b) <= tol }
+
+func TestLearners(t *testing.T) {
+	// RLOO, hand-checked: each reward minus the mean of the others in its group.
+	rewards, groups := []float64{1, 0, 1, 1}, []int64{0, 0, 1, 1}
+	adv := must(nenyax.Advantages(rewards, groups, `{"estimator": "rloo"}`))(t)
+	if len(adv) != 4 || !near(adv[0], 1, 1e-9) || !near(adv[1], -1, 1e-9) || !near(adv[2], 0, 1e-9) {
+		t.Fatalf("rloo advantages %v", adv)
+	}
+	keep := must(nenyax.DAPOKeep(rewards, groups))(t)
+	if fmt.Sprint(keep) != "[true true false false]" {
+		t.Fatalf("DAPOKeep %v", keep)
+	}
+	_, err := nenyax.Advantages(rewards, groups[:1], "")
+	wantStatus(t, err, nenyax.StatusInvalidArgument)
+	_, err = nenyax.Advantages(rewards, groups, `{"estimator": "nope"}`)
+	wantStatus(t, err, nenyax.StatusConfig)
+	if js := must(nenyax.LearnerJSON(`{"learner": "dapo"}`))(t); !strings.Contains(js, `"clip_high"`) {
+		t.Fatalf("LearnerJSON: %s", js)
+	}
+
+	// Ratio 1, nothing clipped: the policy term is -mean(A) = -1.
+	logp, mask := []float64{-1, -2, -0.5, -9}, []uint8{1, 1, 1, 0}
+	in := nenyax.PGInputs[float64]{Logp: logp, OldLogp: logp, Mask: mask, Advantages: []float64{1, 1}, Rows: 2, Width: 2}
+	r := must(nenyax.PGLoss(in, `{"learner": "dapo"}`))(t)
+	if !near(r.Stats.Tokens, 3, 0) || !near(r.Stats.LossPG, -1, 1e-9) || !near(r.Stats.MeanRatio, 1, 1e-12) ||
+		r.GradLogp[0] >= 0 || r.GradLogp[3] != 0 || r.GradEntropy != nil {
+		t.Fatalf("PGLoss f64: %+v", r)
+	}
+	logp32 := []float32{-1, -2, -0.5, -9}
+	in32 := nenyax.PGInputs[float32]{Logp: logp32, OldLogp: logp32, Mask: mask, Advantages: []float32{1, 1}, Rows: 2, Width: 2}
+	r32 := must(nenyax.PGLoss(in32, `{"learner": "dapo"}`))(t)
+	for i := range r32.GradLogp {
+		if !near(float64(r32.GradLogp[i]), r.GradLogp[i], 1e-6) {
+			t.Fatalf("f32 gradient %v vs f64 %v", r32.GradLogp, r.GradLogp)
+		}
+	}
+	in.Mask = mask[:3]
+	_, err = nenyax.PGLoss(in, `{"learner": "dapo"}`)
+	wantStatus(t, err, nenyax.StatusInvalidArgument)
+	if _, err := nenyax.CUDADevice(); err != nil {
+		wantStatus(t, err, nenyax.StatusCudaUnavailable)
+		_, err = nenyax.PGLossCUDAHost(in32, `{"learner": "dapo"}`)
+		wantStatus(t, err, nenyax.StatusCudaUnavailable)
+	} else if g := must(nenyax.PGLossCUDAHost(in32, `{"learner": "dapo"}`))(t); !near(g.Stats.Loss, r.Stats.Loss, 1e-5) {
+		t.Fatalf("CUDA loss %v, CPU %v", g.Stats.Loss, r.Stats.Loss)
+	}
+
+	// REINFORCE++ with gamma 1: every valid token's return is its row's reward.
+	advs, returns, err := nenyax.ReinforcePP([]float64{2, 0}, nil, mask, 2, 2, 1)
+	if err != nil || !near(returns[0], 2, 1e-12) || !near(returns[1], 2, 1e-12) || returns[3] != 0 || advs[0] <= 0 || advs[2] >= 0 {
+		t.Fatalf("ReinforcePP: %v %v %v", advs, returns, err)
+	}
+	// DPO on one pair with logp == ref_logp: loss log 2, gradient -beta/2 on the chosen row.
+	same := []float64{-1, -1, -1, -1}
+	d := must(nenyax.DPOLoss([]float64{2, 0}, []int64{0, 0}, same, same, mask, 2, 2, 0.1))(t)
+	if d.Pairs != 1 || !near(d.Loss, math.Log(2), 1e-9) || !near(d.GradLogp[0], -0.05, 1e-9) || !near(d.GradLogp[2], 0.05, 1e-9) {
+		t.Fatalf("DPOLoss: %+v", d)
+	}
+}
+
+func TestSandbox(t *testing.T) {
+	sb := must(nenyax.NewSandbox(`{"backend": "process"}`))(t)
+	closeLater(t, sb)
+	r := must(sb.Run("echo", "hi"))(t)
+	if r.Stdout != "hi\n" || r.ExitCode == nil || *r.ExitCode != 0 {
+		t.Fatalf("echo hi: %+v", r)
+	}
+	if err := sb.Put("dir/a.txt", []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(must(sb.Get("dir/a.txt"))(t)); got != "hello" {
+		t.Fatalf("Get: %q", got)
+	}
+	if ls := must(sb.List("dir"))(t); !strings.Contains(ls, `"name":"a.txt"`) {
+		t.Fatalf("List: %s", ls)
+	}
+	fork := must(sb.Fork())(t)
+	if got := string(must(fork.Get("dir/a.txt"))(t)); got != "hello" {
+		t.Fatalf("forked Get: %q", got)
+	}
+	fork.Close()
+	fork.Close()
+	_, err := fork.Get("dir/a.txt")
+	wantStatus(t, err, nenyax.StatusInvalidArgument)
+}
+
+func TestRecording(t *testing.T) {
+	model := must(nenyax.NewConcurrentChatPolicy(func([]byte) (string, error) { return "pong", nil }))(t)
+	closeLater(t, model)
+	rec := must(nenyax.NewRecording(model))(t)
+	closeLater(t, rec)
+	url := must(rec.BaseURL())(t)
+	if !strings.HasPrefix(url, "http://127.0.0.1:") || !strings.Contains(url, "/r/") {
+		t.Fatalf("BaseURL %q", url)
+	}
+	resp, err := http.Post(url+"/chat/completions", "application/json",
+		strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"ping"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Choices []struct {
+			Message struct{ Content string } `json:"message"`
+		} `json:"choices"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 || len(body.Choices) != 1 || body.Choices[0].Message.Content != "pong" {
+		t.Fatalf("chat completion: %d %+v %v", resp.StatusCode, body, err)
+	}
+	if calls := must(rec.Calls(true))(t); len(calls) != 1 {
+		t.Fatalf("%d calls recorded", len(calls))
+	}
+	if calls := must(rec.Calls(false))(t); len(calls) != 0 {
+		t.Fatalf("%d calls after draining", len(calls))
+	}
+	// A Go policy served only on the calling thread cannot answer a server's threads.
+	host := must(nenyax.NewChatPolicy(func([]byte) (string, error) { return "x", nil }))(t)
+	closeLater(t, host)
+	_, err = nenyax.NewRecording(host)
+	wantStatus(t, err, nenyax.StatusInvalidArgument)
+}
+
+func TestServer(t *testing.T) {
+	env := load(t, "builtin:arithmetic?size=10")
+	srv := must(nenyax.Serve(env, `{"port": 0}`))(t)
+	url := must(srv.URL())(t)
+	resp, err := http.Get(url + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET /health: %d", resp.StatusCode)
+	}
+	srv.Close()
+	srv.Close()
+	if _, err := http.Get(url + "/health"); err == nil {
+		t.Fatal("the server still answers after Close")
+	}
+	_, err = srv.URL()
+	wantStatus(t, err, nenyax.StatusInvalidArgument)
+}
+
+func TestDefineWithGoFunctions(t *testing.T) {
+	var scored atomic.Int32
+	tasks, err := nenyax.DefineTasks("sums", `[{"prompt": "2+2?", "answer": "4"}, {"prompt": "3+3?", "answer": "6"}]`,
+		nenyax.TaskFuncs{
+			Score: func(task []byte, reply string) (float64, error) {
+				scored.Add(1)
+				var row struct{ Answer string }
+				if err := json.Unmarshal(task, &row); err != nil {
+					return 0, err
+				}
+				if strings.TrimSpace(reply) == row.Answer {
+					return 1, nil
+				}
+				return 0, nil
+			},
+			Reference: func(task []byte) (string, error) {
+				var row struct{ Answer string }
+				err := json.Unmarshal(task, &row)
+				return row.Answer, err
+			},
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeLater(t, tasks)
+	ref := must(tasks.ReferencePolicy())(t)
+	closeLater(t, ref)
+	runner := must(nenyax.NewRunner(2))(t)
+	closeLater(t, runner)
+	ts := must(runner.RunAll(tasks, ref, &nenyax.RunOptions{N: 8}))(t)
+	for _, tr := range ts {
+		if s, ok := tr.Score(); !ok || s != 1 {
+			t.Fatalf("reference episode: %s", tr.Raw)
+		}
+	}
+	if scored.Load() != 8 {
+		t.Fatalf("Score called %d times for 8 episodes", scored.Load())
+	}
+
+	// A counter: the state is a number, each action adds to it, the episode ends at 3.
+	counter, err := nenyax.DefineStateful("counter", nenyax.StateFuncs{
+		Reset:   func(seed int64) ([]byte, error) { return []byte("0"), nil },
+		Observe: func(state []byte) ([]byte, error) { return state, nil },
+		Step: func(state, action []byte) ([]byte, float64, bool, error) {
+			var s, a int
+			if err := json.Unmarshal(state, &s); err != nil {
+				return nil, 0, false, err
+			}
+			if err := json.Unmarshal(action, &a); err != nil {
+				return nil, 0, false, err
+			}
+			if a < 0 {
+				panic("negative step")
+			}
+			s += a
+			return []byte(fmt.Sprint(s)), 1, s >= 3, nil
+		},
+	}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeLater(t, counter)
+	one := must(nenyax.NewActionPolicy(func([]byte) ([]byte, error) { return []byte("1"), nil }))(t)
+	closeLater(t, one)
+	tr := must(counter.Rollout(one, nil))(t)
+	if len(tr.Steps) != 3 || tr.Err() != "" {
+		t.Fatalf("counter episode: %s", tr.Raw)
+	}
+	minus := must(nenyax.NewActionPolicy(func([]byte) ([]byte, error) { return []byte("-1"), nil }))(t)
+	closeLater(t, minus)
+	tr = must(counter.Rollout(minus, nil))(t)
+	if !strings.Contains(tr.Err(), "negative step") {
+		t.Fatalf("a panicking Step must fail its episode with the panic: %s", tr.Raw)
+	}
+	_, err = nenyax.DefineStateful("bad", nenyax.StateFuncs{}, 1)
+	wantStatus(t, err, nenyax.StatusInvalidArgument)
+}
+
+func TestPGLossBatch(t *testing.T) {
+	// The batch entry point gives what the per-case functions give.
+	logp, old, mask := []float64{-1, -2, -0.5, -9}, []float64{-1.1, -1.9, -0.5, -9}, []uint8{1, 1, 1, 0}
+	in := nenyax.PGInputs[float64]{Logp: logp, OldLogp: old, Mask: mask, Advantages: []float64{1, -0.5}, Rows: 2, Width: 2}
+	want := must(nenyax.PGLoss(in, `{"learner": "dapo"}`))(t)
+	got := must(nenyax.PGLossBatch(in, `{"learner": "dapo"}`, false))(t)
+	if !near(got.Stats.Loss, want.Stats.Loss, 1e-12) || fmt.Sprint(got.GradLogp) != fmt.Sprint(want.GradLogp) {
+		t.Fatalf("batch %+v, per-case %+v", got, want)
+	}
+	in32 := nenyax.PGInputs[float32]{Logp: []float32{-1, -2, -0.5, -9}, OldLogp: []float32{-1.1, -1.9, -0.5, -9},
+		Mask: mask, Advantages: []float32{1, -0.5}, Rows: 2, Width: 2}
+	got32 := must(nenyax.PGLossBatch(in32, `{"learner": "dapo"}`, false))(t)
+	if !near(got32.Stats.Loss, want.Stats.Loss, 1e-5) {
+		t.Fatalf("f32 batch loss %v, f64 %v", got32.Stats.Loss, want.Stats.Loss)
+	}
+	if _, err := nenyax.CUDADevice(); err != nil {
+		_, err = nenyax.PGLossBatch(in32, `{"learner": "dapo"}`, true)
+		wantStatus(t, err, nenyax.StatusCudaUnavailable)
+	}
 }

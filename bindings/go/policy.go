@@ -7,7 +7,6 @@ package nenyax
 import "C"
 
 import (
-	"runtime"
 	"runtime/cgo"
 	"sync"
 	"sync/atomic"
@@ -15,8 +14,7 @@ import (
 
 // Policy chooses actions: a Go function, an endpoint, or an environment's own policy.
 type Policy struct {
-	mu  sync.Mutex // guards ptr against a double Close
-	ptr *C.nenyax_policy_t
+	h *handle[*C.nenyax_policy_t]
 	// host policies (Go callbacks, registered without NENYAX_THREAD_SAFE) serve one call at
 	// a time: the library binds their callbacks to one calling thread per call.
 	host  *hostPolicy
@@ -24,9 +22,7 @@ type Policy struct {
 }
 
 func newPolicy(p *C.nenyax_policy_t, host *hostPolicy) *Policy {
-	pol := &Policy{ptr: p, host: host}
-	runtime.SetFinalizer(pol, (*Policy).Close)
-	return pol
+	return &Policy{h: newHandle("Policy", p, func(p *C.nenyax_policy_t) { C.nenyax_policy_free(p) }), host: host}
 }
 
 // Close frees the policy. It is safe to call more than once. The Go function of a Go policy
@@ -35,14 +31,7 @@ func (p *Policy) Close() error {
 	if p == nil {
 		return nil
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ptr != nil {
-		C.nenyax_policy_free(p.ptr)
-		p.ptr = nil
-		runtime.SetFinalizer(p, nil)
-	}
-	return nil
+	return p.h.Close()
 }
 
 // acquire returns the C handle for one call and, for Go policies, takes the policy's turn.
@@ -50,12 +39,9 @@ func (p *Policy) acquire() (*C.nenyax_policy_t, func(), error) {
 	if p == nil {
 		return nil, nil, closedError("Policy")
 	}
-	debugGC()
-	p.mu.Lock()
-	h := p.ptr
-	p.mu.Unlock()
-	if h == nil {
-		return nil, nil, closedError("Policy")
+	h, err := p.h.get("Policy")
+	if err != nil {
+		return nil, nil, err
 	}
 	if p.host == nil {
 		return h, func() {}, nil

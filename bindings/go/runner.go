@@ -11,13 +11,11 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/cgo"
-	"sync"
 )
 
 // Runner runs batches of episodes in parallel on its own pool of worker threads.
 type Runner struct {
-	mu  sync.Mutex // guards ptr against a double Close
-	ptr *C.nenyax_runner_t
+	h *handle[*C.nenyax_runner_t]
 }
 
 // NewRunner makes a runner with threads workers (0: one per core, or NENYAX_NUM_THREADS).
@@ -29,9 +27,7 @@ func NewRunner(threads int) (*Runner, error) {
 	if err := takeError(C.nenyax_runner_new(C.size_t(threads), &out)); err != nil {
 		return nil, err
 	}
-	r := &Runner{ptr: out}
-	runtime.SetFinalizer(r, (*Runner).Close)
-	return r, nil
+	return &Runner{h: newHandle("Runner", out, func(p *C.nenyax_runner_t) { C.nenyax_runner_free(p) })}, nil
 }
 
 // Close frees the runner and its threads. It is safe to call more than once.
@@ -39,28 +35,14 @@ func (r *Runner) Close() error {
 	if r == nil {
 		return nil
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.ptr != nil {
-		C.nenyax_runner_free(r.ptr)
-		r.ptr = nil
-		runtime.SetFinalizer(r, nil)
-	}
-	return nil
+	return r.h.Close()
 }
 
 func (r *Runner) handle() (*C.nenyax_runner_t, error) {
 	if r == nil {
 		return nil, closedError("Runner")
 	}
-	debugGC()
-	r.mu.Lock()
-	p := r.ptr
-	r.mu.Unlock()
-	if p == nil {
-		return nil, closedError("Runner")
-	}
-	return p, nil
+	return r.h.get("Runner")
 }
 
 // Threads returns the number of worker threads (0 once closed).

@@ -14,8 +14,8 @@ import (
 // methods serialise themselves, so a session may be shared between goroutines, but the
 // steps of one episode only make sense in one order.
 type Session struct {
-	mu  sync.Mutex // held for every call: a session needs exclusive access
-	ptr *C.nenyax_session_t
+	mu sync.Mutex // held for every call and by Close: a session needs exclusive access
+	h  *handle[*C.nenyax_session_t]
 }
 
 // Session opens a step-mode episode. Rollout- and task-mode environments give
@@ -36,9 +36,7 @@ func (e *Env) Session(opts *SessionOptions) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Session{ptr: out}
-	runtime.SetFinalizer(s, (*Session).Close)
-	return s, nil
+	return &Session{h: newHandle("Session", out, func(p *C.nenyax_session_t) { C.nenyax_session_free(p) })}, nil
 }
 
 // Close ends and frees the session. It is safe to call more than once.
@@ -48,12 +46,7 @@ func (s *Session) Close() error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ptr != nil {
-		C.nenyax_session_free(s.ptr)
-		s.ptr = nil
-		runtime.SetFinalizer(s, nil)
-	}
-	return nil
+	return s.h.Close()
 }
 
 // lock takes the session for one call; the caller unlocks s.mu.
@@ -61,13 +54,13 @@ func (s *Session) lock() (*C.nenyax_session_t, error) {
 	if s == nil {
 		return nil, closedError("Session")
 	}
-	debugGC()
 	s.mu.Lock()
-	if s.ptr == nil {
+	p, err := s.h.get("Session")
+	if err != nil {
 		s.mu.Unlock()
-		return nil, closedError("Session")
+		return nil, err
 	}
-	return s.ptr, nil
+	return p, nil
 }
 
 // ObservationJSON returns the current observation as JSON.

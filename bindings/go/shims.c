@@ -29,3 +29,91 @@ nenyax_error_t *nenyax_go_runner_run(const nenyax_runner_t *runner, const nenyax
     return nenyax_runner_run(runner, env, policy, options_json, options_len,
                              sink ? go_sink : NULL, (void *)sink, out);
 }
+
+nenyax_error_t *nenyax_go_policy_new_flags(int chat, uintptr_t handle, uint32_t flags,
+                                           nenyax_policy_t **out) {
+    nenyax_policy_vtable_t vt;
+    vt.version = NENYAX_VTABLE_VERSION;
+    vt.act = chat ? NULL : go_act;
+    vt.chat = chat ? go_chat : NULL;
+    return nenyax_policy_new(&vt, (void *)handle, go_free, flags, out);
+}
+
+static int32_t go_score(void *user_data, const char *task, size_t task_len, const char *reply,
+                        size_t reply_len, double *score_out, nenyax_reply_t *error) {
+    return nenyaxGoScore((uintptr_t)user_data, (char *)task, task_len, (char *)reply, reply_len,
+                         score_out, error);
+}
+
+static int32_t go_reference(void *user_data, const char *task, size_t len, nenyax_reply_t *reply) {
+    return nenyaxGoReference((uintptr_t)user_data, (char *)task, len, reply);
+}
+
+static int32_t go_reset(void *user_data, int64_t seed, nenyax_reply_t *state_out) {
+    return nenyaxGoReset((uintptr_t)user_data, seed, state_out);
+}
+
+static int32_t go_observe(void *user_data, const char *state, size_t len,
+                          nenyax_reply_t *observation_out) {
+    return nenyaxGoObserve((uintptr_t)user_data, (char *)state, len, observation_out);
+}
+
+static int32_t go_step(void *user_data, const char *state, size_t state_len, const char *action,
+                       size_t action_len, nenyax_reply_t *state_out, double *reward_out,
+                       bool *done_out) {
+    return nenyaxGoStep((uintptr_t)user_data, (char *)state, state_len, (char *)action, action_len,
+                        state_out, reward_out, done_out);
+}
+
+nenyax_error_t *nenyax_go_define_tasks(const char *name, size_t name_len, const char *tasks,
+                                       size_t tasks_len, uintptr_t handle, int reference,
+                                       nenyax_env_t **out) {
+    nenyax_task_vtable_t vt;
+    vt.version = NENYAX_VTABLE_VERSION;
+    vt.score = go_score;
+    vt.reference = reference ? go_reference : NULL;
+    return nenyax_env_define_tasks(name, name_len, tasks, tasks_len, &vt, (void *)handle, go_free,
+                                   NENYAX_THREAD_SAFE, out);
+}
+
+nenyax_error_t *nenyax_go_define_stateful(const char *name, size_t name_len, uintptr_t handle,
+                                          size_t max_steps, nenyax_env_t **out) {
+    nenyax_state_vtable_t vt;
+    vt.version = NENYAX_VTABLE_VERSION;
+    vt.reset = go_reset;
+    vt.observe = go_observe;
+    vt.step = go_step;
+    return nenyax_env_define_stateful(name, name_len, &vt, (void *)handle, go_free,
+                                      NENYAX_THREAD_SAFE, max_steps, out);
+}
+
+nenyax_error_t *nenyax_go_pg_loss_batch(const nenyax_pg_batch_t *b, const char *config,
+                                        size_t config_len, nenyax_pg_stats_t *stats) {
+#ifdef NENYAX_GO_HEADER_HAS_PG_BATCH
+    return nenyax_pg_loss_batch(b, config, config_len, stats);
+#else
+    const int f64 = b->dtype == NENYAX_DTYPE_F64;
+    if (b->memory == NENYAX_MEMORY_CUDA) {
+        return f64 ? nenyax_pg_loss_cuda_f64(b->logp, b->old_logp, b->ref_logp, b->entropy, b->mask,
+                                             b->advantages, b->advantages_len, b->rows, b->width,
+                                             config, config_len, b->grad_logp, b->grad_entropy,
+                                             b->stats_device, b->stream)
+                   : nenyax_pg_loss_cuda_f32(b->logp, b->old_logp, b->ref_logp, b->entropy, b->mask,
+                                             b->advantages, b->advantages_len, b->rows, b->width,
+                                             config, config_len, b->grad_logp, b->grad_entropy,
+                                             b->stats_device, b->stream);
+    }
+    if (b->device == NENYAX_DEVICE_CUDA && !f64) {
+        return nenyax_pg_loss_cuda_host_f32(b->logp, b->old_logp, b->ref_logp, b->entropy, b->mask,
+                                            b->advantages, b->advantages_len, b->rows, b->width,
+                                            config, config_len, b->grad_logp, b->grad_entropy,
+                                            stats);
+    }
+    return f64 ? nenyax_pg_loss(b->logp, b->old_logp, b->ref_logp, b->entropy, b->mask,
+                                b->advantages, b->advantages_len, b->rows, b->width, config,
+                                config_len, b->grad_logp, b->grad_entropy, stats)
+               : nenyax_pg_loss_f32(b->logp, b->old_logp, b->ref_logp, b->entropy, b->mask,
+                                    b->advantages, b->advantages_len, b->rows, b->width, config,
+                                    config_len, b->grad_logp, b->grad_entropy, stats);
+#endif
+}

@@ -23,7 +23,8 @@
 //   the library's message as what() and the stable nenyax_status_t as status(); the C error
 //   object is freed before the throw. A failed *episode* is not an error: its trajectory
 //   carries the message in "error".
-// - Ownership. Env, Policy, Session and Runner own one C handle each; they are move-only, and
+// - Ownership. Env, Policy, Session, Runner, Sandbox, Recording and Server own one C handle
+//   each, through the one RAII template nenyax::Handle<T, Free>; they are move-only, and
 //   a moved-from object is empty: safe to destroy or assign to, and any other call on it throws
 //   nenyax::Error(NENYAX_STATUS_INVALID_ARGUMENT). Handles may be destroyed in any order (a
 //   policy made from an environment outlives it). Strings returned by the library are copied
@@ -57,6 +58,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -70,6 +72,8 @@ class Error : public std::runtime_error {
 
   // The stable status code (see nenyax_status_t in nenyax.h).
   nenyax_status_t status() const noexcept { return status_; }
+  // The same as status(), under the name other bindings use.
+  nenyax_status_t code() const noexcept { return status_; }
 
  private:
   nenyax_status_t status_;
@@ -144,16 +148,41 @@ struct StateCallbacks {
   std::function<StepResult(std::string_view state_json, std::string_view action_json)> step;
 };
 
-namespace detail {
+// Unique ownership of one C handle, freed with `Free` (the header's nenyax_X_free); move-only.
+// A moved-from or default-constructed Handle is empty (NULL), which every free accepts.
+template <class T, void (*Free)(T*)>
+class Handle {
+ public:
+  Handle() noexcept = default;
+  explicit Handle(T* p) noexcept : p_(p) {}
+  Handle(Handle&& other) noexcept : p_(std::exchange(other.p_, nullptr)) {}
+  Handle& operator=(Handle&& other) noexcept {
+    if (this != &other) reset(std::exchange(other.p_, nullptr));
+    return *this;
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  ~Handle() { reset(); }
 
-struct ErrorFree {
-  void operator()(nenyax_error_t* e) const noexcept { nenyax_error_free(e); }
+  T* get() const noexcept { return p_; }
+  // Give up ownership without freeing.
+  T* release() noexcept { return std::exchange(p_, nullptr); }
+  // Free the current handle (if any) and own `p`.
+  void reset(T* p = nullptr) noexcept {
+    T* old = std::exchange(p_, p);
+    if (old != nullptr) Free(old);
+  }
+  explicit operator bool() const noexcept { return p_ != nullptr; }
+
+ private:
+  T* p_ = nullptr;
 };
 
-// Throw a C error as nenyax::Error (freeing it); NULL is success.
+// Throw a C error as nenyax::Error (freeing it first); NULL is success. For direct calls of the
+// C API: `nenyax::check(nenyax_env_load(uri, len, &out));`.
 inline void check(nenyax_error_t* raw) {
   if (raw == nullptr) return;
-  std::unique_ptr<nenyax_error_t, ErrorFree> e(raw);
+  Handle<nenyax_error_t, nenyax_error_free> e(raw);
   std::size_t len = 0;
   const char* msg = nenyax_error_message(e.get(), &len);
   const nenyax_status_t status = nenyax_error_code(e.get());
@@ -161,6 +190,10 @@ inline void check(nenyax_error_t* raw) {
   e.reset();
   throw Error(status, text);
 }
+
+namespace detail {
+
+using ::nenyax::check;
 
 // An out-parameter string, freed when the guard goes (also when copying it throws).
 struct StringOut {
@@ -308,19 +341,6 @@ inline std::int32_t sink_trampoline(void* user_data, std::size_t index, const ch
   throw Error(NENYAX_STATUS_INVALID_ARGUMENT, std::string(what) + " is an empty std::function");
 }
 
-struct EnvFree {
-  void operator()(nenyax_env_t* p) const noexcept { nenyax_env_free(p); }
-};
-struct PolicyFree {
-  void operator()(nenyax_policy_t* p) const noexcept { nenyax_policy_free(p); }
-};
-struct SessionFree {
-  void operator()(nenyax_session_t* p) const noexcept { nenyax_session_free(p); }
-};
-struct RunnerFree {
-  void operator()(nenyax_runner_t* p) const noexcept { nenyax_runner_free(p); }
-};
-
 }  // namespace detail
 
 // A policy: a C++ callback (action or chat), an OpenAI-compatible endpoint, or an environment's
@@ -367,7 +387,7 @@ class Policy {
 
   const nenyax_policy_t* get() const noexcept { return h_.get(); }
   nenyax_policy_t* release() noexcept { return h_.release(); }
-  explicit operator bool() const noexcept { return h_ != nullptr; }
+  explicit operator bool() const noexcept { return static_cast<bool>(h_); }
 
  private:
   static Policy make(const nenyax_policy_vtable_t& vt, void* user_data, nenyax_free_fn free_fn,
@@ -379,7 +399,7 @@ class Policy {
     return adopt(out);
   }
 
-  std::unique_ptr<nenyax_policy_t, detail::PolicyFree> h_;
+  Handle<nenyax_policy_t, nenyax_policy_free> h_;
 };
 
 // A live step-mode episode (Env::session). Not thread-safe: use from one thread at a time.
@@ -422,10 +442,10 @@ class Session {
 
   nenyax_session_t* get() const noexcept { return h_.get(); }
   nenyax_session_t* release() noexcept { return h_.release(); }
-  explicit operator bool() const noexcept { return h_ != nullptr; }
+  explicit operator bool() const noexcept { return static_cast<bool>(h_); }
 
  private:
-  std::unique_ptr<nenyax_session_t, detail::SessionFree> h_;
+  Handle<nenyax_session_t, nenyax_session_free> h_;
 };
 
 // A loaded or defined environment. const member functions may run concurrently.
@@ -555,10 +575,10 @@ class Env {
 
   const nenyax_env_t* get() const noexcept { return h_.get(); }
   nenyax_env_t* release() noexcept { return h_.release(); }
-  explicit operator bool() const noexcept { return h_ != nullptr; }
+  explicit operator bool() const noexcept { return static_cast<bool>(h_); }
 
  private:
-  std::unique_ptr<nenyax_env_t, detail::EnvFree> h_;
+  Handle<nenyax_env_t, nenyax_env_free> h_;
 };
 
 // Load `uri` and run the full conformance suite (fresh instances included); the report (JSON).
@@ -628,11 +648,456 @@ class Runner {
   }
 
   const nenyax_runner_t* get() const noexcept { return h_.get(); }
-  explicit operator bool() const noexcept { return h_ != nullptr; }
+  explicit operator bool() const noexcept { return static_cast<bool>(h_); }
 
  private:
-  std::unique_ptr<nenyax_runner_t, detail::RunnerFree> h_;
+  Handle<nenyax_runner_t, nenyax_runner_free> h_;
 };
+
+// ---------------------------------------------------------------------------------------------
+// Sandboxes, recordings, servers
+
+// A sandbox (process or jail backend) for running untrusted commands. Commands may run from one
+// thread at a time per sandbox.
+class Sandbox {
+ public:
+  // Options (JSON, may be empty): {"backend": "process"|"jail", "cpu_s", "memory_bytes",
+  // "open_files", "processes", "file_size_bytes", "wall_s", "output_bytes", "network",
+  // "workdir", "root", "env": {..}, "extra_dirs": [..]}.
+  explicit Sandbox(std::string_view options_json = {}) {
+    nenyax_sandbox_t* out = nullptr;
+    check(nenyax_sandbox_new(detail::data_or_null(options_json), options_json.size(), &out));
+    h_.reset(out);
+  }
+
+  // Take ownership of a raw handle (e.g. from a C API call).
+  static Sandbox adopt(nenyax_sandbox_t* handle) noexcept { return Sandbox(handle, 0); }
+
+  // Run a command: {"argv": [..]} or {"shell": "..."}, plus optional "cwd", "env", "stdin",
+  // "timeout_s"; the result (JSON: exit_code, signal, stdout, stderr, dropped_bytes,
+  // duration_s, killed). A command that fails or is killed is not an error.
+  std::string exec(std::string_view exec_json) const {
+    return detail::string_call([&](nenyax_string_t* out) {
+      return nenyax_sandbox_exec(h_.get(), exec_json.data(), exec_json.size(), out);
+    });
+  }
+
+  // Write `data` to `path` (parents created) with Unix mode `mode`.
+  void put(std::string_view path, std::string_view data, std::uint32_t mode = 0644) const {
+    check(nenyax_sandbox_put(h_.get(), path.data(), path.size(),
+                             reinterpret_cast<const std::uint8_t*>(data.data()), data.size(),
+                             mode));
+  }
+
+  // The bytes of a sandbox file.
+  std::string get(std::string_view path) const {
+    return detail::string_call([&](nenyax_string_t* out) {
+      return nenyax_sandbox_get(h_.get(), path.data(), path.size(), out);
+    });
+  }
+
+  // A directory listing as JSON: [{"name", "dir", "size"}], sorted by name.
+  std::string list(std::string_view path = ".") const {
+    return detail::string_call([&](nenyax_string_t* out) {
+      return nenyax_sandbox_list(h_.get(), path.data(), path.size(), out);
+    });
+  }
+
+  // A new sandbox with the same configuration and a copy of this one's files.
+  Sandbox fork() const {
+    nenyax_sandbox_t* out = nullptr;
+    check(nenyax_sandbox_fork(h_.get(), &out));
+    return adopt(out);
+  }
+
+  const nenyax_sandbox_t* get() const noexcept { return h_.get(); }
+  nenyax_sandbox_t* release() noexcept { return h_.release(); }
+  explicit operator bool() const noexcept { return static_cast<bool>(h_); }
+
+ private:
+  Sandbox(nenyax_sandbox_t* handle, int) noexcept : h_(handle) {}
+  Handle<nenyax_sandbox_t, nenyax_sandbox_free> h_;
+};
+
+// A recording: an OpenAI base URL of its own on the process's model server, answered by a chat
+// policy, whose calls are kept (for a host that runs its own agent loop). Destroying it ends it.
+class Recording {
+ public:
+  Recording() = default;  // empty
+
+  // A recording answered by `policy` (a chat policy made with thread_safe = true, or an
+  // endpoint): the server calls it from its own threads.
+  explicit Recording(const Policy& policy) {
+    nenyax_recording_t* out = nullptr;
+    check(nenyax_recording_new(policy.get(), &out));
+    h_.reset(out);
+  }
+
+  // The OpenAI base URL (`http://127.0.0.1:<port>/r/<id>/v1`).
+  std::string base_url() const {
+    return detail::string_call(
+        [&](nenyax_string_t* out) { return nenyax_recording_base_url(h_.get(), out); });
+  }
+
+  // The calls made so far (JSON array of ModelCall); with `drain` they are removed.
+  std::string calls(bool drain = false) const {
+    return detail::string_call(
+        [&](nenyax_string_t* out) { return nenyax_recording_calls(h_.get(), drain ? 1 : 0, out); });
+  }
+
+  const nenyax_recording_t* get() const noexcept { return h_.get(); }
+  explicit operator bool() const noexcept { return static_cast<bool>(h_); }
+
+ private:
+  Handle<nenyax_recording_t, nenyax_recording_free> h_;
+};
+
+// An OpenEnv server for one step-mode environment (what `nenyax serve` runs), on background
+// threads; destroying it (or stop()) closes every connection and session.
+class Server {
+ public:
+  Server() = default;  // empty
+
+  // Options (JSON, may be empty): {"host", "port" (0: any free port), "max_sessions",
+  // "idle_timeout_s", "max_message_bytes", "max_connections", "ping_interval_s"}. A
+  // callback-defined environment needs thread_safe = true.
+  static Server start(const Env& env, std::string_view options_json = {}) {
+    nenyax_server_t* out = nullptr;
+    check(nenyax_serve_start(env.get(), detail::data_or_null(options_json), options_json.size(),
+                             &out));
+    Server s;
+    s.h_.reset(out);
+    return s;
+  }
+
+  // The base URL, e.g. `http://127.0.0.1:8000` (OpenEnv clients append /ws).
+  std::string url() const {
+    return detail::string_call(
+        [&](nenyax_string_t* out) { return nenyax_server_url(h_.get(), out); });
+  }
+
+  // Stop now (the destructor does the same).
+  void stop() noexcept { h_.reset(); }
+
+  const nenyax_server_t* get() const noexcept { return h_.get(); }
+  explicit operator bool() const noexcept { return static_cast<bool>(h_); }
+
+ private:
+  Handle<nenyax_server_t, nenyax_server_stop> h_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Learners
+
+// A pointer and a length (C++17 has no std::span): built from a pointer and a size, or from any
+// contiguous container with data() and size() (std::vector, std::array, std::string).
+template <class T>
+class View {
+ public:
+  View() noexcept = default;
+  View(T* data, std::size_t size) noexcept : data_(data), size_(size) {}
+  template <class C, class = std::enable_if_t<std::is_convertible_v<
+                         decltype(std::declval<C&>().data()), T*>>>
+  View(C&& c) noexcept : data_(c.data()), size_(c.size()) {}  // NOLINT: implicit on purpose
+
+  T* data() const noexcept { return data_; }
+  std::size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+
+ private:
+  T* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+// What a policy-loss call returns besides the gradients (nenyax_pg_stats_t).
+using PgStats = nenyax_pg_stats_t;
+
+// The host inputs of a policy loss over rows x width tokens (row-major). ref_logp is needed with
+// a KL term and entropy with an entropy bonus (leave them empty otherwise); advantages holds one
+// value per row or one per token.
+template <class T>
+struct PgInputs {
+  View<const T> logp;
+  View<const T> old_logp;
+  View<const T> ref_logp;
+  View<const T> entropy;
+  View<const std::uint8_t> mask;
+  View<const T> advantages;
+  std::size_t rows = 0;
+  std::size_t width = 0;
+};
+
+// The same on the GPU: device pointers (NULL where not needed) in the device's primary context.
+template <class T>
+struct PgDeviceInputs {
+  const T* logp = nullptr;
+  const T* old_logp = nullptr;
+  const T* ref_logp = nullptr;
+  const T* entropy = nullptr;
+  const std::uint8_t* mask = nullptr;
+  const T* advantages = nullptr;
+  std::size_t advantages_len = 0;  // rows, or rows * width (0: one per row)
+  std::size_t rows = 0;
+  std::size_t width = 0;
+};
+
+// A loss with its gradients, for the overloads that allocate them.
+template <class T>
+struct PgResult {
+  PgStats stats{};
+  std::vector<T> grad_logp;     // rows * width
+  std::vector<T> grad_entropy;  // rows * width when the inputs have entropy, else empty
+};
+
+namespace detail {
+
+[[noreturn]] inline void bad_size(const char* what, std::size_t got, std::size_t want) {
+  throw Error(NENYAX_STATUS_INVALID_ARGUMENT, std::string(what) + " has " + std::to_string(got) +
+                                                  " values, expected " + std::to_string(want));
+}
+
+// The C entry points take bare pointers: lengths are checked here, before the call.
+template <class V>
+void need(const char* what, const V& v, std::size_t want, bool optional = false) {
+  if (optional && v.empty()) return;
+  if (v.size() != want) bad_size(what, v.size(), want);
+}
+
+template <class T>
+void check_inputs(const PgInputs<T>& in) {
+  const std::size_t n = in.rows * in.width;
+  need("logp", in.logp, n);
+  need("old_logp", in.old_logp, n);
+  need("ref_logp", in.ref_logp, n, true);
+  need("entropy", in.entropy, n, true);
+  need("mask", in.mask, n);
+  if (in.advantages.size() != in.rows && in.advantages.size() != n)
+    bad_size("advantages", in.advantages.size(), in.rows);
+}
+
+template <class T>
+T* ptr_or_null(View<T> v) noexcept {
+  return v.empty() ? nullptr : v.data();
+}
+
+}  // namespace detail
+
+// Advantages of n sequences (one reward and group id each). Options: {"estimator": "grpo_verl" |
+// "grpo_trl" | "grpo" | "dr_grpo" | "rloo" | "reinforce", "eps", "singleton", "std_scope"}.
+inline void advantages(View<const double> rewards, View<const std::int64_t> group_ids,
+                       View<double> out, std::string_view options_json = {}) {
+  detail::need("group_ids", group_ids, rewards.size());
+  detail::need("out", out, rewards.size());
+  check(nenyax_advantages(rewards.data(), group_ids.data(), rewards.size(),
+                          detail::data_or_null(options_json), options_json.size(), out.data()));
+}
+
+// The same, returning a new vector.
+inline std::vector<double> advantages(View<const double> rewards,
+                                      View<const std::int64_t> group_ids,
+                                      std::string_view options_json = {}) {
+  std::vector<double> out(rewards.size());
+  advantages(rewards, group_ids, View<double>(out), options_json);
+  return out;
+}
+
+// DAPO's dynamic-sampling filter: 1 for the rows to keep, 0 for rows whose group has all-equal
+// rewards.
+inline std::vector<std::uint8_t> dapo_keep(View<const double> rewards,
+                                           View<const std::int64_t> group_ids) {
+  detail::need("group_ids", group_ids, rewards.size());
+  std::vector<std::uint8_t> keep(rewards.size());
+  check(nenyax_dapo_keep(rewards.data(), group_ids.data(), rewards.size(), keep.data()));
+  return keep;
+}
+
+// A policy-gradient loss on the CPU (f64 or f32) into caller buffers (rows * width each;
+// grad_entropy may be empty). Config: the JSON of docs/c-api.md or {"learner": "dapo"}.
+template <class T>
+PgStats pg_loss(const PgInputs<T>& in, std::string_view config_json, View<T> grad_logp,
+                View<T> grad_entropy = {}) {
+  static_assert(std::is_same_v<T, double> || std::is_same_v<T, float>, "f64 or f32");
+  detail::check_inputs(in);
+  detail::need("grad_logp", grad_logp, in.rows * in.width);
+  detail::need("grad_entropy", grad_entropy, in.rows * in.width, true);
+  PgStats stats{};
+  auto call = [&](auto fn) {
+    check(fn(in.logp.data(), in.old_logp.data(), detail::ptr_or_null(in.ref_logp),
+             detail::ptr_or_null(in.entropy), in.mask.data(), in.advantages.data(),
+             in.advantages.size(), in.rows, in.width, config_json.data(), config_json.size(),
+             grad_logp.data(), detail::ptr_or_null(grad_entropy), &stats));
+  };
+  if constexpr (std::is_same_v<T, double>) {
+    call(&nenyax_pg_loss);
+  } else {
+    call(&nenyax_pg_loss_f32);
+  }
+  return stats;
+}
+
+// The same, allocating the gradients.
+template <class T>
+PgResult<T> pg_loss(const PgInputs<T>& in, std::string_view config_json) {
+  PgResult<T> r;
+  r.grad_logp.resize(in.rows * in.width);
+  if (!in.entropy.empty()) r.grad_entropy.resize(in.rows * in.width);
+  r.stats = pg_loss<T>(in, config_json, View<T>(r.grad_logp), View<T>(r.grad_entropy));
+  return r;
+}
+
+// The fused GPU loss from host memory (f32): copies in, runs, copies back, synchronises.
+// Throws NENYAX_STATUS_CUDA_UNAVAILABLE without a usable GPU.
+inline PgStats pg_loss_cuda_host(const PgInputs<float>& in, std::string_view config_json,
+                                 View<float> grad_logp, View<float> grad_entropy = {}) {
+  detail::check_inputs(in);
+  detail::need("grad_logp", grad_logp, in.rows * in.width);
+  detail::need("grad_entropy", grad_entropy, in.rows * in.width, true);
+  PgStats stats{};
+  check(nenyax_pg_loss_cuda_host_f32(
+      in.logp.data(), in.old_logp.data(), detail::ptr_or_null(in.ref_logp),
+      detail::ptr_or_null(in.entropy), in.mask.data(), in.advantages.data(), in.advantages.size(),
+      in.rows, in.width, config_json.data(), config_json.size(), grad_logp.data(),
+      detail::ptr_or_null(grad_entropy), &stats));
+  return stats;
+}
+
+// The fused loss on the GPU over device pointers (f32 or f64), queued on `stream` (a CUstream /
+// cudaStream_t; nullptr: the default stream) without synchronising. `stats_device` receives
+// NENYAX_PG_STATS_LEN doubles in device memory (the last one: NENYAX_PG_BAD_* bits).
+template <class T>
+void pg_loss_cuda(const PgDeviceInputs<T>& in, std::string_view config_json, T* grad_logp,
+                  T* grad_entropy, double* stats_device, void* stream = nullptr) {
+  static_assert(std::is_same_v<T, double> || std::is_same_v<T, float>, "f64 or f32");
+  auto call = [&](auto fn) {
+    check(fn(in.logp, in.old_logp, in.ref_logp, in.entropy, in.mask, in.advantages,
+             in.advantages_len, in.rows, in.width, config_json.data(), config_json.size(),
+             grad_logp, grad_entropy, stats_device, stream));
+  };
+  if constexpr (std::is_same_v<T, double>) {
+    call(&nenyax_pg_loss_cuda_f64);
+  } else {
+    call(&nenyax_pg_loss_cuda_f32);
+  }
+}
+
+#ifdef NENYAX_PG_BATCH_VERSION
+// One policy-gradient loss entry point over a nenyax_pg_batch_t (headers from the batch struct
+// on; the five per-case functions above stay as they are). `Device` picks where it runs.
+enum class Device : std::uint32_t { cpu = NENYAX_DEVICE_CPU, cuda = NENYAX_DEVICE_CUDA };
+
+// A host batch over PgInputs<T> and caller gradient buffers (lengths checked first).
+template <class T>
+nenyax_pg_batch_t pg_batch(const PgInputs<T>& in, View<T> grad_logp, View<T> grad_entropy = {},
+                           Device device = Device::cpu) {
+  static_assert(std::is_same_v<T, double> || std::is_same_v<T, float>, "f64 or f32");
+  detail::check_inputs(in);
+  detail::need("grad_logp", grad_logp, in.rows * in.width);
+  detail::need("grad_entropy", grad_entropy, in.rows * in.width, true);
+  nenyax_pg_batch_t b{};
+  b.version = NENYAX_PG_BATCH_VERSION;
+  b.dtype = std::is_same_v<T, double> ? NENYAX_DTYPE_F64 : NENYAX_DTYPE_F32;
+  b.memory = NENYAX_MEMORY_HOST;
+  b.device = static_cast<std::uint32_t>(device);
+  b.logp = in.logp.data();
+  b.old_logp = in.old_logp.data();
+  b.ref_logp = detail::ptr_or_null(in.ref_logp);
+  b.entropy = detail::ptr_or_null(in.entropy);
+  b.mask = in.mask.data();
+  b.advantages = in.advantages.data();
+  b.advantages_len = in.advantages.size();
+  b.rows = in.rows;
+  b.width = in.width;
+  b.grad_logp = grad_logp.data();
+  b.grad_entropy = detail::ptr_or_null(grad_entropy);
+  return b;
+}
+
+// A device batch (CUDA memory) over PgDeviceInputs<T>, queued on `stream` without synchronising.
+template <class T>
+nenyax_pg_batch_t pg_batch(const PgDeviceInputs<T>& in, T* grad_logp, T* grad_entropy,
+                           double* stats_device, void* stream = nullptr) {
+  static_assert(std::is_same_v<T, double> || std::is_same_v<T, float>, "f64 or f32");
+  nenyax_pg_batch_t b{};
+  b.version = NENYAX_PG_BATCH_VERSION;
+  b.dtype = std::is_same_v<T, double> ? NENYAX_DTYPE_F64 : NENYAX_DTYPE_F32;
+  b.memory = NENYAX_MEMORY_CUDA;
+  b.device = NENYAX_DEVICE_CUDA;
+  b.logp = in.logp;
+  b.old_logp = in.old_logp;
+  b.ref_logp = in.ref_logp;
+  b.entropy = in.entropy;
+  b.mask = in.mask;
+  b.advantages = in.advantages;
+  b.advantages_len = in.advantages_len;
+  b.rows = in.rows;
+  b.width = in.width;
+  b.grad_logp = grad_logp;
+  b.grad_entropy = grad_entropy;
+  b.stats_device = stats_device;
+  b.stream = stream;
+  return b;
+}
+
+// The loss over a batch; host memory returns its stats (device memory writes stats_device and
+// returns zeros).
+inline PgStats pg_loss_batch(const nenyax_pg_batch_t& batch, std::string_view config_json) {
+  PgStats stats{};
+  check(nenyax_pg_loss_batch(&batch, config_json.data(), config_json.size(), &stats));
+  return stats;
+}
+#endif  // NENYAX_PG_BATCH_VERSION
+
+// The GPU the CUDA entry points use (JSON {"ordinal", "name", "compute_capability"}); throws
+// NENYAX_STATUS_CUDA_UNAVAILABLE, saying why, when there is none.
+inline std::string cuda_device() {
+  return detail::string_call([](nenyax_string_t* out) { return nenyax_cuda_device(out); });
+}
+
+// The full JSON of a named learner with any overrides applied, e.g. {"learner": "dapo"}.
+inline std::string learner_json(std::string_view config_json) {
+  return detail::string_call([&](nenyax_string_t* out) {
+    return nenyax_learner_json(config_json.data(), config_json.size(), out);
+  });
+}
+
+// REINFORCE++ token advantages (rows x width) into `advantages_out`, and the discounted returns
+// into `returns_out` (may be empty). With group_ids (one per row; may be empty) the group mean
+// is subtracted before whitening.
+inline void reinforce_pp(View<const double> rewards, View<const std::int64_t> group_ids,
+                         View<const std::uint8_t> mask, std::size_t rows, std::size_t width,
+                         double gamma, View<double> advantages_out, View<double> returns_out = {}) {
+  detail::need("rewards", rewards, rows);
+  detail::need("group_ids", group_ids, rows, true);
+  detail::need("mask", mask, rows * width);
+  detail::need("advantages_out", advantages_out, rows * width);
+  detail::need("returns_out", returns_out, rows * width, true);
+  check(nenyax_reinforce_pp(rewards.data(), detail::ptr_or_null(group_ids), mask.data(), rows,
+                            width, gamma, advantages_out.data(), detail::ptr_or_null(returns_out)));
+}
+
+// What dpo_loss returns besides the gradient.
+struct DpoResult {
+  double loss = 0.0;
+  std::size_t pairs = 0;  // best-vs-worst pairs found
+};
+
+// DPO (sigmoid) on each group's best-vs-worst pair; dL/dlogp into grad_logp (rows x width, 0 for
+// rows in no pair). Sequence log-probs are sums over valid tokens.
+inline DpoResult dpo_loss(View<const double> rewards, View<const std::int64_t> group_ids,
+                          View<const double> logp, View<const double> ref_logp,
+                          View<const std::uint8_t> mask, std::size_t rows, std::size_t width,
+                          double beta, View<double> grad_logp) {
+  detail::need("rewards", rewards, rows);
+  detail::need("group_ids", group_ids, rows);
+  detail::need("logp", logp, rows * width);
+  detail::need("ref_logp", ref_logp, rows * width);
+  detail::need("mask", mask, rows * width);
+  detail::need("grad_logp", grad_logp, rows * width);
+  DpoResult r;
+  check(nenyax_dpo_loss(rewards.data(), group_ids.data(), logp.data(), ref_logp.data(),
+                        mask.data(), rows, width, beta, &r.loss, grad_logp.data(), &r.pairs));
+  return r;
+}
 
 }  // namespace nenyax
 

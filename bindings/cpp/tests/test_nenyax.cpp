@@ -27,6 +27,11 @@
 #include <thread>
 #include <vector>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 // ---------------------------------------------------------------------------------------------
 // a tiny harness
 
@@ -801,6 +806,206 @@ TEST(runner_run_does_not_spin_without_caller_callbacks) {
   CHECK(cpu_share(false) < 0.25);
   // With nothing routed to it, the calling thread must wait quietly too.
   CHECK(cpu_share(true) < 0.25);
+}
+
+// ---------------------------------------------------------------------------------------------
+// the areas added with the whole-header wrapper: learners, sandboxes, recordings, servers
+
+namespace {
+
+// One HTTP/1.1 request to `url` + `path` ("http://127.0.0.1:PORT/prefix") with plain sockets;
+// the whole response (status line, headers, body).
+std::string http(const std::string& url, const std::string& method, const std::string& path,
+                 const std::string& body = {}) {
+  char host[64] = {0};
+  char prefix[256] = {0};
+  int port = 0;
+  if (std::sscanf(url.c_str(), "http://%63[^:]:%d%255s", host, &port, prefix) < 2)
+    throw std::runtime_error("not an http URL: " + url);
+  const std::string req = method + " " + prefix + path + " HTTP/1.1\r\nHost: " + host +
+                          "\r\nContent-Type: application/json\r\nContent-Length: " +
+                          std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  ::inet_pton(AF_INET, host, &addr.sin_addr);
+  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) {
+    if (fd >= 0) ::close(fd);
+    throw std::runtime_error("cannot reach " + url);
+  }
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<std::size_t>(n));
+  ::close(fd);
+  return out;
+}
+
+bool near(double a, double b, double tol = 1e-9) { return std::fabs(a - b) <= tol; }
+
+}  // namespace
+
+TEST(error_helper_is_public) {
+  // nenyax::check is the helper the wrapper uses, for direct calls of the C API.
+  nenyax_env_t* raw = nullptr;
+  bool thrown = false;
+  try {
+    nenyax::check(nenyax_env_load("nope:x", 6, &raw));
+  } catch (const nenyax::Error& e) {
+    thrown = true;
+    CHECK(e.code() == NENYAX_STATUS_UNKNOWN_SCHEME && e.code() == e.status());
+    CHECK(std::strlen(e.what()) > 0);
+  }
+  CHECK(thrown && raw == nullptr);
+  nenyax::check(nullptr);  // success: no throw
+  // The RAII template owns any handle type.
+  nenyax::check(nenyax_env_load(ARITH, std::strlen(ARITH), &raw));
+  nenyax::Handle<nenyax_env_t, nenyax_env_free> h(raw);
+  auto moved = std::move(h);
+  CHECK(!h && moved && moved.get() == raw);  // NOLINT(bugprone-use-after-move)
+}
+
+TEST(learners_advantages_and_dapo_keep) {
+  // RLOO, hand-checked: each reward minus the mean of the others in its group.
+  const std::vector<double> rewards{1, 0, 1, 1};
+  const std::vector<std::int64_t> groups{0, 0, 1, 1};
+  const auto adv = nenyax::advantages(rewards, groups, R"({"estimator": "rloo"})");
+  CHECK(adv.size() == 4 && near(adv[0], 1) && near(adv[1], -1) && near(adv[2], 0) &&
+        near(adv[3], 0));
+  const auto keep = nenyax::dapo_keep(rewards, groups);
+  CHECK((keep == std::vector<std::uint8_t>{1, 1, 0, 0}));
+  CHECK_STATUS(nenyax::advantages(rewards, std::vector<std::int64_t>{0}),
+               NENYAX_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(nenyax::advantages(rewards, groups, R"({"estimator": "nope"})"),
+               NENYAX_STATUS_CONFIG);
+  CHECK(contains(nenyax::learner_json(R"({"learner": "dapo"})"), "\"clip_high\""));
+}
+
+TEST(learners_pg_loss_f64_f32) {
+  // Two rows of two tokens, the second token of row 1 masked; ratio 1 (logp == old_logp), so
+  // nothing is clipped and the policy term is -mean(A) under every aggregation.
+  const std::vector<double> logp{-1.0, -2.0, -0.5, -9.0};
+  const std::vector<std::uint8_t> mask{1, 1, 1, 0};
+  const std::vector<double> adv{1.0, 1.0};
+  nenyax::PgInputs<double> in{logp, logp, {}, {}, mask, adv, 2, 2};
+  const auto r = nenyax::pg_loss(in, R"({"learner": "dapo"})");
+  CHECK(near(r.stats.tokens, 3) && near(r.stats.rows, 2) && near(r.stats.mean_ratio, 1));
+  CHECK(near(r.stats.clip_fraction, 0) && near(r.stats.loss_pg, -1.0));
+  CHECK(r.grad_logp.size() == 4 && r.grad_logp[0] < 0 && r.grad_logp[3] == 0.0);
+  CHECK(r.grad_entropy.empty());
+
+  const std::vector<float> logp32(logp.begin(), logp.end());
+  const std::vector<float> adv32(adv.begin(), adv.end());
+  nenyax::PgInputs<float> in32{logp32, logp32, {}, {}, mask, adv32, 2, 2};
+  std::vector<float> grad(4);
+  const nenyax::PgStats s32 = nenyax::pg_loss<float>(in32, R"({"learner": "dapo"})", grad);
+  CHECK(near(s32.loss, r.stats.loss, 1e-6));
+  for (std::size_t i = 0; i < 4; ++i) CHECK(near(grad[i], r.grad_logp[i], 1e-6));
+
+  // Wrong lengths are caught before the C call.
+  nenyax::PgInputs<double> bad = in;
+  bad.mask = nenyax::View<const std::uint8_t>(mask.data(), 3);
+  CHECK_STATUS(nenyax::pg_loss(bad, R"({"learner": "dapo"})"), NENYAX_STATUS_INVALID_ARGUMENT);
+  // Without a GPU the CUDA entry points say so with their own status.
+  try {
+    (void)nenyax::cuda_device();
+    CHECK(near(nenyax::pg_loss_cuda_host(in32, R"({"learner": "dapo"})", grad).loss,
+               r.stats.loss, 1e-5));
+  } catch (const nenyax::Error& e) {
+    CHECK_MSG(e.code() == NENYAX_STATUS_CUDA_UNAVAILABLE, e.what());
+    CHECK_STATUS(nenyax::pg_loss_cuda_host(in32, R"({"learner": "dapo"})", grad),
+                 NENYAX_STATUS_CUDA_UNAVAILABLE);
+  }
+}
+
+TEST(learners_pg_loss_batch) {
+#ifdef NENYAX_PG_BATCH_VERSION
+  // The batch entry point gives what the per-case functions give, in both precisions.
+  const std::vector<double> logp{-1.0, -2.0, -0.5, -9.0}, old{-1.1, -1.9, -0.5, -9.0};
+  const std::vector<std::uint8_t> mask{1, 1, 1, 0};
+  const std::vector<double> adv{1.0, -0.5};
+  nenyax::PgInputs<double> in{logp, old, {}, {}, mask, adv, 2, 2};
+  const auto want = nenyax::pg_loss(in, R"({"learner": "dapo"})");
+  std::vector<double> grad(4);
+  const auto stats = nenyax::pg_loss_batch(nenyax::pg_batch<double>(in, grad), R"({"learner": "dapo"})");
+  CHECK(near(stats.loss, want.stats.loss) && near(stats.clip_fraction, want.stats.clip_fraction));
+  for (std::size_t i = 0; i < 4; ++i) CHECK(near(grad[i], want.grad_logp[i]));
+  const std::vector<float> logp32(logp.begin(), logp.end()), old32(old.begin(), old.end());
+  const std::vector<float> adv32(adv.begin(), adv.end());
+  nenyax::PgInputs<float> in32{logp32, old32, {}, {}, mask, adv32, 2, 2};
+  std::vector<float> grad32(4);
+  const auto s32 = nenyax::pg_loss_batch(nenyax::pg_batch<float>(in32, grad32), R"({"learner": "dapo"})");
+  CHECK(near(s32.loss, want.stats.loss, 1e-5));
+  auto bad = nenyax::pg_batch<double>(in, grad);
+  bad.version = 99;
+  CHECK_STATUS(nenyax::pg_loss_batch(bad, "{}"), NENYAX_STATUS_INVALID_ARGUMENT);
+#else
+  std::printf("      (this nenyax.h has no nenyax_pg_batch_t)\n");
+#endif
+}
+
+TEST(learners_reinforce_pp_and_dpo) {
+  // One row, gamma 1: the return of every valid token is the row's reward.
+  const std::vector<double> rewards{2.0, 0.0};
+  const std::vector<std::uint8_t> mask{1, 1, 1, 0};
+  std::vector<double> adv(4), ret(4);
+  nenyax::reinforce_pp(rewards, {}, mask, 2, 2, 1.0, adv, ret);
+  CHECK(near(ret[0], 2) && near(ret[1], 2) && near(ret[2], 0) && ret[3] == 0.0);
+  CHECK(adv[0] > 0 && adv[2] < 0);
+
+  // DPO on one pair with logp == ref_logp: loss log(2), gradient -beta/2 on the chosen row.
+  const std::vector<std::int64_t> groups{0, 0};
+  const std::vector<double> logp{-1, -1, -1, -1};
+  std::vector<double> grad(4);
+  const auto d = nenyax::dpo_loss(rewards, groups, logp, logp, mask, 2, 2, 0.1, grad);
+  CHECK(d.pairs == 1 && near(d.loss, std::log(2.0)));
+  CHECK(near(grad[0], -0.05) && near(grad[2], 0.05) && grad[3] == 0.0);
+}
+
+TEST(sandbox_exec_put_get_fork) {
+  nenyax::Sandbox sb(R"({"backend": "process"})");
+  const std::string r = sb.exec(R"({"argv": ["echo", "hi"]})");
+  CHECK_MSG(string_field(r, "stdout") == "hi\\n" || contains(r, "\"stdout\":\"hi\\n\""), r);
+  CHECK(number_field(r, "exit_code") == 0.0);
+  sb.put("dir/a.txt", "hello");
+  CHECK(sb.get("dir/a.txt") == "hello");
+  CHECK(contains(sb.list("dir"), "\"name\":\"a.txt\""));
+  auto copy = sb.fork();
+  CHECK(copy.get("dir/a.txt") == "hello");
+  CHECK_STATUS(sb.exec(R"({"argv": []})"), NENYAX_STATUS_ENVIRONMENT);
+  nenyax::Sandbox moved = std::move(sb);
+  CHECK_STATUS(sb.get("dir/a.txt"), NENYAX_STATUS_INVALID_ARGUMENT);  // NOLINT
+}
+
+TEST(recording_round_trip) {
+  auto model = nenyax::Policy::chat([](std::string_view) { return std::string("pong"); }, true);
+  nenyax::Recording rec(model);
+  const std::string url = rec.base_url();
+  CHECK_MSG(url.rfind("http://127.0.0.1:", 0) == 0 && contains(url, "/r/"), url);
+  const std::string resp = http(url, "POST", "/chat/completions",
+                                R"({"model":"m","messages":[{"role":"user","content":"ping"}]})");
+  CHECK_MSG(contains(resp, "200 OK") && contains(resp, "\"content\":\"pong\""), resp);
+  CHECK(count(rec.calls(true), "\"request\":") == 1);
+  CHECK(count(rec.calls(), "\"request\":") == 0);  // drained
+}
+
+TEST(server_start_url_health_stop) {
+  auto env = nenyax::Env::load(ARITH);
+  auto server = nenyax::Server::start(env, R"({"port": 0})");
+  const std::string url = server.url();
+  CHECK_MSG(url.rfind("http://127.0.0.1:", 0) == 0, url);
+  const std::string resp = http(url, "GET", "/health");
+  CHECK_MSG(contains(resp, " 200 "), resp);
+  server.stop();
+  CHECK(!server);
+  bool refused = false;
+  try {
+    http(url, "GET", "/health");
+  } catch (const std::runtime_error&) {
+    refused = true;
+  }
+  CHECK(refused);
 }
 
 // ---------------------------------------------------------------------------------------------

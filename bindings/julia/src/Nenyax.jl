@@ -17,14 +17,34 @@ by the system loader (LD_LIBRARY_PATH). The name is read when the package is com
 """
 module Nenyax
 
-export Env, Policy, Runner, NenyaxError
+export Env, Policy, Runner, Session, Sandbox, Recording, Server, NenyaxError
 
 const libnenyax = get(ENV, "NENYAX_LIB", "libnenyax")
 
-# nenyax.h: NENYAX_VTABLE_VERSION, NENYAX_THREAD_SAFE (not used: see action_policy).
+# The #defines of nenyax.h (ffi/tests/bindings.rs checks each value against the header).
+# THREAD_SAFE is not used: Julia callbacks are never registered thread-safe (see action_policy).
 const VTABLE_VERSION = UInt32(1)
 const HEADER_VERSION = "0.1.0"
+const HEADER_VERSION_MAJOR = 0
+const HEADER_VERSION_MINOR = 1
+const HEADER_VERSION_PATCH = 0
 const HEADER_VERSION_NUMBER = UInt32(1000)   # MAJOR*1000000 + MINOR*1000 + PATCH
+const THREAD_SAFE = UInt32(1)
+const MAX_THREADS = 1024
+const PG_STATS_LEN = 10                      # f64 values a CUDA loss writes to stats_device
+const PG_BAD_LOGP = 1                        # bits of the last stats value: a NaN in ...
+const PG_BAD_OLD_LOGP = 2
+const PG_BAD_REF_LOGP = 4
+const PG_BAD_ENTROPY = 8
+const PG_BAD_ADVANTAGES = 16
+# nenyax_pg_batch_t (pg_loss_batch; in headers from the batch struct on).
+const PG_BATCH_VERSION = UInt32(1)
+const DTYPE_F32 = UInt32(1)
+const DTYPE_F64 = UInt32(2)
+const MEMORY_HOST = UInt32(0)
+const MEMORY_CUDA = UInt32(1)
+const DEVICE_CPU = UInt32(0)
+const DEVICE_CUDA = UInt32(1)
 
 # nenyax_status_t: stable values, never renumbered.
 const STATUS_OK = Int32(0)
@@ -138,8 +158,11 @@ A loaded environment (`load`, `define`, `with_judge`). Free it with `close(env)`
 """
 mutable struct Env
     ptr::Ptr{Cvoid}
-    function Env(ptr::Ptr{Cvoid})
-        obj = new(ptr)
+    # For Julia-defined environments (define_tasks, define_stateful): the Ref holding the
+    # functions, whose address is the callbacks' user_data (as for Policy's root).
+    root::Any
+    function Env(ptr::Ptr{Cvoid}, root = nothing)
+        obj = new(ptr, root)
         finalizer(close, obj)
         return obj
     end
@@ -186,6 +209,7 @@ function Base.close(env::Env)
     if env.ptr != C_NULL
         ccall((:nenyax_env_free, libnenyax), Cvoid, (Ptr{Cvoid},), env.ptr)
         env.ptr = C_NULL
+        env.root = nothing
     end
     return nothing
 end
@@ -272,7 +296,7 @@ function env_policy(env::Env, fn::Symbol)
                 (Ptr{Cvoid}, Ref{Ptr{Cvoid}}), handle(env), out)
         end
     end
-    return Policy(out[])
+    return Policy(out[], env.root)   # a Julia-defined env's reference policy uses its callbacks
 end
 
 "The environment's reference (oracle) policy; `STATUS_UNSUPPORTED` when it has none."
@@ -294,7 +318,7 @@ function with_judge(env::Env, judge_json::AbstractString)
         @check ccall((:nenyax_env_with_judge, libnenyax), Ptr{Cvoid},
             (Ptr{Cvoid}, Ptr{UInt8}, Csize_t, Ref{Ptr{Cvoid}}), handle(env), j, sizeof(j), out)
     end
-    return Env(out[])
+    return Env(out[], env.root)
 end
 
 """
@@ -401,6 +425,7 @@ function __init__()
     ACT_FN[] = @cfunction(act_trampoline, Int32, (Ptr{Cvoid}, Ptr{UInt8}, Csize_t, Ptr{Cvoid}))
     CHAT_FN[] = @cfunction(chat_trampoline, Int32, (Ptr{Cvoid}, Ptr{UInt8}, Csize_t, Ptr{Cvoid}))
     SINK_FN[] = @cfunction(sink_trampoline, Int32, (Ptr{Cvoid}, Csize_t, Ptr{UInt8}, Csize_t))
+    init_env_callbacks()
     # 0.x: a new minor version may change the ABI, so MAJOR.MINOR must match.
     if version_number() ÷ 1000 != HEADER_VERSION_NUMBER ÷ 1000
         error("Nenyax.jl speaks the C ABI $HEADER_VERSION but $libnenyax is $(version())")
@@ -481,6 +506,593 @@ function Base.run(runner::Runner, env::Env, policy::Policy; n::Integer = 10,
             pointer_from_objref(trajectories), C_NULL)
     end
     return trajectories
+end
+
+# ---------------------------------------------------------------------------------------------
+# sessions
+
+"""
+    Session
+
+A live step-mode episode (`session(env)`); use it from one task at a time. Free it with
+`close(session)`.
+"""
+mutable struct Session
+    ptr::Ptr{Cvoid}
+    root::Any   # the callbacks of a Julia-defined environment, kept alive while the session is
+    function Session(ptr::Ptr{Cvoid}, root = nothing)
+        obj = new(ptr, root)
+        finalizer(close, obj)
+        return obj
+    end
+end
+
+function Base.close(s::Session)
+    if s.ptr != C_NULL
+        ccall((:nenyax_session_free, libnenyax), Cvoid, (Ptr{Cvoid},), s.ptr)
+        s.ptr = C_NULL
+        s.root = nothing
+    end
+    return nothing
+end
+handle(x::Session) = x.ptr == C_NULL ? throw(closed_error("Session")) : x.ptr
+
+"""
+    session(env; options = "") -> Session
+
+Open a step-mode episode. Options (JSON): `{"task": TaskRef, "seed": int}`. Rollout- and
+task-mode environments give `STATUS_UNSUPPORTED`.
+"""
+function session(env::Env; options::AbstractString = "")
+    o = String(options)
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    GC.@preserve env o begin
+        @check ccall((:nenyax_session_open, libnenyax), Ptr{Cvoid},
+            (Ptr{Cvoid}, Ptr{UInt8}, Csize_t, Ref{Ptr{Cvoid}}), handle(env), optptr(o), sizeof(o), out)
+    end
+    return Session(out[], env.root)
+end
+
+"The current observation, as JSON."
+observation(s::Session) = GC.@preserve s string_call(out -> ccall((:nenyax_session_observation,
+    libnenyax), Ptr{Cvoid}, (Ptr{Cvoid}, Ref{NenyaxString}), handle(s), out))
+
+"Apply an action (JSON, e.g. `\"\\\"<answer>4</answer>\\\"\"`); the Step as JSON."
+function act(s::Session, action_json::AbstractString)
+    a = String(action_json)
+    GC.@preserve s a string_call(out -> ccall((:nenyax_session_act, libnenyax), Ptr{Cvoid},
+        (Ptr{Cvoid}, Ptr{UInt8}, Csize_t, Ref{NenyaxString}), handle(s), a, sizeof(a), out))
+end
+
+"Whether the episode terminated or was truncated (true once closed)."
+done(s::Session) = s.ptr == C_NULL ||
+    GC.@preserve s ccall((:nenyax_session_done, libnenyax), Bool, (Ptr{Cvoid},), s.ptr)
+
+"The episode's Judgment so far, as JSON."
+judgment(s::Session) = GC.@preserve s string_call(out -> ccall((:nenyax_session_judgment,
+    libnenyax), Ptr{Cvoid}, (Ptr{Cvoid}, Ref{NenyaxString}), handle(s), out))
+
+# ---------------------------------------------------------------------------------------------
+# environments from Julia functions (registered without NENYAX_THREAD_SAFE, like policies: the
+# library calls them only on the thread that called rollout/run/check/act)
+
+# nenyax_task_vtable_t and nenyax_state_vtable_t.
+struct TaskVtable
+    version::UInt32
+    score::Ptr{Cvoid}
+    reference::Ptr{Cvoid}
+end
+
+struct StateVtable
+    version::UInt32
+    reset::Ptr{Cvoid}
+    observe::Ptr{Cvoid}
+    step::Ptr{Cvoid}
+end
+
+# Run `body` for a callback; an exception becomes its error message in `reply` (non-zero).
+function guarded(body, reply::Ptr{Cvoid})::Int32
+    try
+        return body()
+    catch err
+        reply_set(reply, sprint(showerror, err))
+        return Int32(1)
+    end
+end
+
+callbacks(user_data::Ptr{Cvoid}) = (unsafe_pointer_to_objref(user_data)::Base.RefValue{Any})[]
+
+score_trampoline(ud::Ptr{Cvoid}, task::Ptr{UInt8}, tlen::Csize_t, reply::Ptr{UInt8},
+        rlen::Csize_t, score_out::Ptr{Float64}, err::Ptr{Cvoid})::Int32 = guarded(err) do
+    s = Float64(callbacks(ud).score(unsafe_string(task, tlen), unsafe_string(reply, rlen)))
+    unsafe_store!(score_out, s)
+    Int32(0)
+end
+
+reference_trampoline(ud::Ptr{Cvoid}, task::Ptr{UInt8}, len::Csize_t,
+        reply::Ptr{Cvoid})::Int32 = guarded(reply) do
+    reply_set(reply, String(callbacks(ud).reference(unsafe_string(task, len)))) ? Int32(0) : Int32(2)
+end
+
+reset_trampoline(ud::Ptr{Cvoid}, seed::Int64, state::Ptr{Cvoid})::Int32 = guarded(state) do
+    reply_set(state, String(callbacks(ud).reset(seed))) ? Int32(0) : Int32(2)
+end
+
+observe_trampoline(ud::Ptr{Cvoid}, state::Ptr{UInt8}, len::Csize_t,
+        obs::Ptr{Cvoid})::Int32 = guarded(obs) do
+    reply_set(obs, String(callbacks(ud).observe(unsafe_string(state, len)))) ? Int32(0) : Int32(2)
+end
+
+step_trampoline(ud::Ptr{Cvoid}, state::Ptr{UInt8}, slen::Csize_t, action::Ptr{UInt8},
+        alen::Csize_t, next::Ptr{Cvoid}, reward::Ptr{Float64}, done::Ptr{Bool})::Int32 =
+    guarded(next) do
+        s, r, d = callbacks(ud).step(unsafe_string(state, slen), unsafe_string(action, alen))
+        reply_set(next, String(s)) || return Int32(2)
+        unsafe_store!(reward, Float64(r))
+        unsafe_store!(done, Bool(d))
+        Int32(0)
+    end
+
+const SCORE_FN = Ref{Ptr{Cvoid}}(C_NULL)
+const REFERENCE_FN = Ref{Ptr{Cvoid}}(C_NULL)
+const RESET_FN = Ref{Ptr{Cvoid}}(C_NULL)
+const OBSERVE_FN = Ref{Ptr{Cvoid}}(C_NULL)
+const STEP_FN = Ref{Ptr{Cvoid}}(C_NULL)
+
+function init_env_callbacks()
+    SCORE_FN[] = @cfunction(score_trampoline, Int32,
+        (Ptr{Cvoid}, Ptr{UInt8}, Csize_t, Ptr{UInt8}, Csize_t, Ptr{Float64}, Ptr{Cvoid}))
+    REFERENCE_FN[] = @cfunction(reference_trampoline, Int32,
+        (Ptr{Cvoid}, Ptr{UInt8}, Csize_t, Ptr{Cvoid}))
+    RESET_FN[] = @cfunction(reset_trampoline, Int32, (Ptr{Cvoid}, Int64, Ptr{Cvoid}))
+    OBSERVE_FN[] = @cfunction(observe_trampoline, Int32,
+        (Ptr{Cvoid}, Ptr{UInt8}, Csize_t, Ptr{Cvoid}))
+    STEP_FN[] = @cfunction(step_trampoline, Int32,
+        (Ptr{Cvoid}, Ptr{UInt8}, Csize_t, Ptr{UInt8}, Csize_t, Ptr{Cvoid}, Ptr{Float64}, Ptr{Bool}))
+    return nothing
+end
+
+"""
+    define_tasks(name, tasks_json; score, reference = nothing) -> Env
+
+A one-turn environment over task rows (a JSON array of objects with a string `"prompt"`),
+scored by `score(task_json, reply) -> Float64`; `reference(task_json) -> String` (optional)
+is the oracle's reply. An exception fails that episode only.
+"""
+function define_tasks(name::AbstractString, tasks_json::AbstractString; score,
+        reference = nothing)
+    n, t = String(name), String(tasks_json)
+    root = Ref{Any}((score = score, reference = reference))
+    vt = Ref(TaskVtable(VTABLE_VERSION, SCORE_FN[], reference === nothing ? C_NULL : REFERENCE_FN[]))
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    GC.@preserve n t root begin
+        @check ccall((:nenyax_env_define_tasks, libnenyax), Ptr{Cvoid},
+            (Ptr{UInt8}, Csize_t, Ptr{UInt8}, Csize_t, Ref{TaskVtable}, Ptr{Cvoid}, Ptr{Cvoid},
+                UInt32, Ref{Ptr{Cvoid}}),
+            n, sizeof(n), t, sizeof(t), vt, pointer_from_objref(root), C_NULL, UInt32(0), out)
+    end
+    return Env(out[], root)
+end
+
+"""
+    define_stateful(name; reset, observe, step, max_steps) -> Env
+
+A multi-turn environment over a JSON state: `reset(seed) -> state_json`,
+`observe(state_json) -> observation_json`, `step(state_json, action_json) -> (state_json,
+reward, done)`; episodes end when `step` says done or after `max_steps` steps.
+"""
+function define_stateful(name::AbstractString; reset, observe, step, max_steps::Integer)
+    n = String(name)
+    root = Ref{Any}((reset = reset, observe = observe, step = step))
+    vt = Ref(StateVtable(VTABLE_VERSION, RESET_FN[], OBSERVE_FN[], STEP_FN[]))
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    GC.@preserve n root begin
+        @check ccall((:nenyax_env_define_stateful, libnenyax), Ptr{Cvoid},
+            (Ptr{UInt8}, Csize_t, Ref{StateVtable}, Ptr{Cvoid}, Ptr{Cvoid}, UInt32, Csize_t,
+                Ref{Ptr{Cvoid}}),
+            n, sizeof(n), vt, pointer_from_objref(root), C_NULL, UInt32(0), max_steps, out)
+    end
+    return Env(out[], root)
+end
+
+# ---------------------------------------------------------------------------------------------
+# sandboxes, recordings, servers
+
+"""
+    Sandbox(options = "")
+
+A sandbox (options JSON: `{"backend": "process"|"jail", "cpu_s", "memory_bytes", "wall_s",
+"network", "env", ...}`); `exec`, `write_file`, `read_file`, `list_dir`, `fork`, `close`
+(named so as not to shadow `Base.get`).
+"""
+mutable struct Sandbox
+    ptr::Ptr{Cvoid}
+    function Sandbox(ptr::Ptr{Cvoid})
+        obj = new(ptr)
+        finalizer(close, obj)
+        return obj
+    end
+end
+
+function Sandbox(options::AbstractString = "")
+    o = String(options)
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    GC.@preserve o begin
+        @check ccall((:nenyax_sandbox_new, libnenyax), Ptr{Cvoid},
+            (Ptr{UInt8}, Csize_t, Ref{Ptr{Cvoid}}), optptr(o), sizeof(o), out)
+    end
+    return Sandbox(out[])
+end
+
+function Base.close(s::Sandbox)
+    if s.ptr != C_NULL
+        ccall((:nenyax_sandbox_free, libnenyax), Cvoid, (Ptr{Cvoid},), s.ptr)
+        s.ptr = C_NULL
+    end
+    return nothing
+end
+handle(x::Sandbox) = x.ptr == C_NULL ? throw(closed_error("Sandbox")) : x.ptr
+
+"Run a command (`{\"argv\": [..]}` or `{\"shell\": \"...\"}`, ...); the result as JSON."
+function exec(s::Sandbox, exec_json::AbstractString)
+    e = String(exec_json)
+    GC.@preserve s e string_call(out -> ccall((:nenyax_sandbox_exec, libnenyax), Ptr{Cvoid},
+        (Ptr{Cvoid}, Ptr{UInt8}, Csize_t, Ref{NenyaxString}), handle(s), e, sizeof(e), out))
+end
+
+"Write `data` to `path` in the sandbox (parents created) with Unix mode `mode`."
+function write_file(s::Sandbox, path::AbstractString, data::Vector{UInt8}; mode::Integer = 0o644)
+    p = String(path)
+    GC.@preserve s p data begin
+        @check ccall((:nenyax_sandbox_put, libnenyax), Ptr{Cvoid},
+            (Ptr{Cvoid}, Ptr{UInt8}, Csize_t, Ptr{UInt8}, Csize_t, UInt32),
+            handle(s), p, sizeof(p), data, length(data), mode)
+    end
+    return nothing
+end
+write_file(s::Sandbox, path::AbstractString, data::AbstractString; mode::Integer = 0o644) =
+    write_file(s, path, Vector{UInt8}(codeunits(String(data))); mode = mode)
+
+"The contents of a sandbox file (a String of its bytes)."
+function read_file(s::Sandbox, path::AbstractString)
+    p = String(path)
+    GC.@preserve s p string_call(out -> ccall((:nenyax_sandbox_get, libnenyax), Ptr{Cvoid},
+        (Ptr{Cvoid}, Ptr{UInt8}, Csize_t, Ref{NenyaxString}), handle(s), p, sizeof(p), out))
+end
+
+"A sandbox directory as JSON `[{\"name\", \"dir\", \"size\"}]`."
+function list_dir(s::Sandbox, path::AbstractString = ".")
+    p = String(path)
+    GC.@preserve s p string_call(out -> ccall((:nenyax_sandbox_list, libnenyax), Ptr{Cvoid},
+        (Ptr{Cvoid}, Ptr{UInt8}, Csize_t, Ref{NenyaxString}), handle(s), p, sizeof(p), out))
+end
+
+"A new sandbox with the same configuration and a copy of the files."
+function fork(s::Sandbox)
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    GC.@preserve s begin
+        @check ccall((:nenyax_sandbox_fork, libnenyax), Ptr{Cvoid}, (Ptr{Cvoid}, Ref{Ptr{Cvoid}}),
+            handle(s), out)
+    end
+    return Sandbox(out[])
+end
+
+"""
+    Recording(policy)
+
+A recording on the model server answered by `policy`. The server calls it from its own
+threads, so from Julia only an `endpoint_policy` fits (Julia policies are not thread-safe).
+"""
+mutable struct Recording
+    ptr::Ptr{Cvoid}
+    policy::Policy
+    function Recording(policy::Policy)
+        out = Ref{Ptr{Cvoid}}(C_NULL)
+        GC.@preserve policy begin
+            @check ccall((:nenyax_recording_new, libnenyax), Ptr{Cvoid},
+                (Ptr{Cvoid}, Ref{Ptr{Cvoid}}), handle(policy), out)
+        end
+        obj = new(out[], policy)
+        finalizer(close, obj)
+        return obj
+    end
+end
+
+function Base.close(r::Recording)
+    if r.ptr != C_NULL
+        ccall((:nenyax_recording_free, libnenyax), Cvoid, (Ptr{Cvoid},), r.ptr)
+        r.ptr = C_NULL
+    end
+    return nothing
+end
+handle(x::Recording) = x.ptr == C_NULL ? throw(closed_error("Recording")) : x.ptr
+
+"The recording's OpenAI base URL."
+base_url(r::Recording) = GC.@preserve r string_call(out -> ccall((:nenyax_recording_base_url,
+    libnenyax), Ptr{Cvoid}, (Ptr{Cvoid}, Ref{NenyaxString}), handle(r), out))
+
+"The calls so far (JSON array of ModelCall); `drain = true` removes them."
+calls(r::Recording; drain::Bool = false) = GC.@preserve r string_call(out -> ccall(
+    (:nenyax_recording_calls, libnenyax), Ptr{Cvoid}, (Ptr{Cvoid}, Int32, Ref{NenyaxString}),
+    handle(r), Int32(drain), out))
+
+"A running OpenEnv server (`serve`); `close(server)` stops it."
+mutable struct Server
+    ptr::Ptr{Cvoid}
+    function Server(ptr::Ptr{Cvoid})
+        obj = new(ptr)
+        finalizer(close, obj)
+        return obj
+    end
+end
+
+"""
+    serve(env; options = "") -> Server
+
+Serve a step-mode environment as an OpenEnv server (options JSON: `{"host", "port" (0: any
+free port), "max_sessions", ...}`); `url(server)`, `close(server)` stops it. The server calls
+the environment from its own threads, so a Julia-defined environment cannot be served.
+"""
+function serve(env::Env; options::AbstractString = "")
+    o = String(options)
+    out = Ref{Ptr{Cvoid}}(C_NULL)
+    GC.@preserve env o begin
+        @check ccall((:nenyax_serve_start, libnenyax), Ptr{Cvoid},
+            (Ptr{Cvoid}, Ptr{UInt8}, Csize_t, Ref{Ptr{Cvoid}}), handle(env), optptr(o), sizeof(o), out)
+    end
+    return Server(out[])
+end
+
+function Base.close(s::Server)
+    if s.ptr != C_NULL
+        ccall((:nenyax_server_stop, libnenyax), Cvoid, (Ptr{Cvoid},), s.ptr)
+        s.ptr = C_NULL
+    end
+    return nothing
+end
+handle(x::Server) = x.ptr == C_NULL ? throw(closed_error("Server")) : x.ptr
+
+"The server's base URL, e.g. `http://127.0.0.1:8000`."
+url(s::Server) = GC.@preserve s string_call(out -> ccall((:nenyax_server_url, libnenyax),
+    Ptr{Cvoid}, (Ptr{Cvoid}, Ref{NenyaxString}), handle(s), out))
+
+# ---------------------------------------------------------------------------------------------
+# learners: host buffers are Arrays in the C layout, rows x width row-major, i.e. a Julia
+# Matrix of size (width, rows) or a Vector of rows*width values.
+
+"nenyax_pg_stats_t: what a policy-loss call returns besides the gradients."
+struct PgStats
+    loss::Float64
+    loss_pg::Float64
+    kl::Float64
+    entropy::Float64
+    clip_fraction::Float64
+    approx_kl::Float64
+    mean_ratio::Float64
+    tokens::Float64
+    rows::Float64
+end
+
+function need_len(what, a, n; optional = false)
+    (optional && (a === nothing || isempty(a))) && return nothing
+    length(a) == n || throw(NenyaxError(STATUS_INVALID_ARGUMENT,
+        "$what has $(length(a)) values, expected $n"))
+    return nothing
+end
+
+ptr_or_null(::Type{T}, a) where {T} = a === nothing || isempty(a) ? Ptr{T}(C_NULL) : pointer(a)
+
+"""
+    advantages(rewards::Vector{Float64}, group_ids::Vector{Int64}; options = "") -> Vector{Float64}
+
+One advantage per sequence; options JSON `{"estimator": "grpo_verl" | "rloo" | ..., "eps",
+"singleton", "std_scope"}`.
+"""
+function advantages(rewards::Vector{Float64}, group_ids::Vector{Int64}; options::AbstractString = "")
+    need_len("group_ids", group_ids, length(rewards))
+    o = String(options)
+    out = Vector{Float64}(undef, length(rewards))
+    GC.@preserve rewards group_ids o out begin
+        @check ccall((:nenyax_advantages, libnenyax), Ptr{Cvoid},
+            (Ptr{Float64}, Ptr{Int64}, Csize_t, Ptr{UInt8}, Csize_t, Ptr{Float64}),
+            rewards, group_ids, length(rewards), optptr(o), sizeof(o), out)
+    end
+    return out
+end
+
+"DAPO's dynamic-sampling filter: `false` for rows whose group has all-equal rewards."
+function dapo_keep(rewards::Vector{Float64}, group_ids::Vector{Int64})
+    need_len("group_ids", group_ids, length(rewards))
+    keep = Vector{UInt8}(undef, length(rewards))
+    GC.@preserve rewards group_ids keep begin
+        @check ccall((:nenyax_dapo_keep, libnenyax), Ptr{Cvoid},
+            (Ptr{Float64}, Ptr{Int64}, Csize_t, Ptr{UInt8}), rewards, group_ids, length(rewards), keep)
+    end
+    return keep .!= 0
+end
+
+"""
+    pg_loss(logp, old_logp, mask, advantages; rows, width, config, ref_logp = nothing,
+            entropy = nothing, cuda_host = false) -> (stats::PgStats, grad_logp, grad_entropy)
+
+A policy-gradient loss over `Array{Float64}` or `Array{Float32}` buffers (`mask::Array{UInt8}`).
+`cuda_host = true` (Float32 only) runs the fused GPU kernel from host memory.
+"""
+function pg_loss(logp::Array{T}, old_logp::Array{T}, mask::Array{UInt8}, advantages::Array{T};
+        rows::Integer, width::Integer, config::AbstractString, ref_logp = nothing,
+        entropy = nothing, cuda_host::Bool = false) where {T <: Union{Float32, Float64}}
+    n = rows * width
+    need_len("logp", logp, n); need_len("old_logp", old_logp, n); need_len("mask", mask, n)
+    need_len("ref_logp", ref_logp, n; optional = true)
+    need_len("entropy", entropy, n; optional = true)
+    length(advantages) in (rows, n) || need_len("advantages", advantages, rows)
+    c = String(config)
+    grad = zeros(T, n)
+    grad_entropy = entropy === nothing ? T[] : zeros(T, n)
+    stats = Ref{PgStats}()
+    ref, ent, ge = ptr_or_null(T, ref_logp), ptr_or_null(T, entropy), ptr_or_null(T, grad_entropy)
+    GC.@preserve logp old_logp ref_logp entropy mask advantages c grad grad_entropy begin
+        err = if T === Float64
+            cuda_host && throw(NenyaxError(STATUS_INVALID_ARGUMENT, "cuda_host needs Float32"))
+            ccall((:nenyax_pg_loss, libnenyax), Ptr{Cvoid},
+                (Ptr{Float64}, Ptr{Float64}, Ptr{Float64}, Ptr{Float64}, Ptr{UInt8}, Ptr{Float64},
+                    Csize_t, Csize_t, Csize_t, Ptr{UInt8}, Csize_t, Ptr{Float64}, Ptr{Float64},
+                    Ref{PgStats}),
+                logp, old_logp, ref, ent, mask, advantages, length(advantages), rows, width, c,
+                sizeof(c), grad, ge, stats)
+        elseif cuda_host
+            ccall((:nenyax_pg_loss_cuda_host_f32, libnenyax), Ptr{Cvoid},
+                (Ptr{Float32}, Ptr{Float32}, Ptr{Float32}, Ptr{Float32}, Ptr{UInt8}, Ptr{Float32},
+                    Csize_t, Csize_t, Csize_t, Ptr{UInt8}, Csize_t, Ptr{Float32}, Ptr{Float32},
+                    Ref{PgStats}),
+                logp, old_logp, ref, ent, mask, advantages, length(advantages), rows, width, c,
+                sizeof(c), grad, ge, stats)
+        else
+            ccall((:nenyax_pg_loss_f32, libnenyax), Ptr{Cvoid},
+                (Ptr{Float32}, Ptr{Float32}, Ptr{Float32}, Ptr{Float32}, Ptr{UInt8}, Ptr{Float32},
+                    Csize_t, Csize_t, Csize_t, Ptr{UInt8}, Csize_t, Ptr{Float32}, Ptr{Float32},
+                    Ref{PgStats}),
+                logp, old_logp, ref, ent, mask, advantages, length(advantages), rows, width, c,
+                sizeof(c), grad, ge, stats)
+        end
+        check_error(err)
+    end
+    return (stats[], grad, grad_entropy)
+end
+
+"""
+    pg_loss_cuda(T, logp, old_logp, ref_logp, entropy, mask, advantages, advantages_len, rows,
+                 width, config, grad_logp, grad_entropy, stats_device, stream)
+
+The fused GPU loss over device pointers (`Ptr{T}` for `T` Float32 or Float64, `C_NULL` where
+not needed; `mask::Ptr{UInt8}`, `stats_device::Ptr{Float64}` of `PG_STATS_LEN` values),
+queued on `stream` (`C_NULL`: the default stream) without synchronising.
+"""
+function pg_loss_cuda(::Type{T}, logp, old_logp, ref_logp, entropy, mask, advantages,
+        advantages_len::Integer, rows::Integer, width::Integer, config::AbstractString,
+        grad_logp, grad_entropy, stats_device, stream) where {T <: Union{Float32, Float64}}
+    c = String(config)
+    GC.@preserve c begin
+        err = if T === Float64
+            ccall((:nenyax_pg_loss_cuda_f64, libnenyax), Ptr{Cvoid},
+                (Ptr{Float64}, Ptr{Float64}, Ptr{Float64}, Ptr{Float64}, Ptr{UInt8}, Ptr{Float64},
+                    Csize_t, Csize_t, Csize_t, Ptr{UInt8}, Csize_t, Ptr{Float64}, Ptr{Float64},
+                    Ptr{Float64}, Ptr{Cvoid}),
+                logp, old_logp, ref_logp, entropy, mask, advantages, advantages_len, rows, width,
+                c, sizeof(c), grad_logp, grad_entropy, stats_device, stream)
+        else
+            ccall((:nenyax_pg_loss_cuda_f32, libnenyax), Ptr{Cvoid},
+                (Ptr{Float32}, Ptr{Float32}, Ptr{Float32}, Ptr{Float32}, Ptr{UInt8}, Ptr{Float32},
+                    Csize_t, Csize_t, Csize_t, Ptr{UInt8}, Csize_t, Ptr{Float32}, Ptr{Float32},
+                    Ptr{Float64}, Ptr{Cvoid}),
+                logp, old_logp, ref_logp, entropy, mask, advantages, advantages_len, rows, width,
+                c, sizeof(c), grad_logp, grad_entropy, stats_device, stream)
+        end
+        check_error(err)
+    end
+    return nothing
+end
+
+"""
+    reinforce_pp(rewards, mask; rows, width, gamma, group_ids = nothing) -> (advantages, returns)
+
+REINFORCE++ token advantages and discounted returns (rows x width); one reward per row.
+"""
+function reinforce_pp(rewards::Vector{Float64}, mask::Array{UInt8}; rows::Integer,
+        width::Integer, gamma::Real, group_ids = nothing)
+    need_len("rewards", rewards, rows); need_len("mask", mask, rows * width)
+    need_len("group_ids", group_ids, rows; optional = true)
+    adv, ret = zeros(Float64, rows * width), zeros(Float64, rows * width)
+    g = ptr_or_null(Int64, group_ids)
+    GC.@preserve rewards group_ids mask adv ret begin
+        @check ccall((:nenyax_reinforce_pp, libnenyax), Ptr{Cvoid},
+            (Ptr{Float64}, Ptr{Int64}, Ptr{UInt8}, Csize_t, Csize_t, Float64, Ptr{Float64},
+                Ptr{Float64}),
+            rewards, g, mask, rows, width, gamma, adv, ret)
+    end
+    return (adv, ret)
+end
+
+"""
+    dpo_loss(rewards, group_ids, logp, ref_logp, mask; rows, width, beta) -> (loss, grad_logp, pairs)
+
+DPO (sigmoid) on each group's best-vs-worst pair.
+"""
+function dpo_loss(rewards::Vector{Float64}, group_ids::Vector{Int64}, logp::Array{Float64},
+        ref_logp::Array{Float64}, mask::Array{UInt8}; rows::Integer, width::Integer, beta::Real)
+    n = rows * width
+    need_len("rewards", rewards, rows); need_len("group_ids", group_ids, rows)
+    need_len("logp", logp, n); need_len("ref_logp", ref_logp, n); need_len("mask", mask, n)
+    loss, pairs, grad = Ref{Float64}(0), Ref{Csize_t}(0), zeros(Float64, n)
+    GC.@preserve rewards group_ids logp ref_logp mask grad begin
+        @check ccall((:nenyax_dpo_loss, libnenyax), Ptr{Cvoid},
+            (Ptr{Float64}, Ptr{Int64}, Ptr{Float64}, Ptr{Float64}, Ptr{UInt8}, Csize_t, Csize_t,
+                Float64, Ref{Float64}, Ptr{Float64}, Ref{Csize_t}),
+            rewards, group_ids, logp, ref_logp, mask, rows, width, beta, loss, grad, pairs)
+    end
+    return (loss[], grad, Int(pairs[]))
+end
+
+"nenyax_pg_batch_t: one batch of a policy-gradient loss (see `pg_loss_batch`)."
+struct PgBatch
+    version::UInt32
+    dtype::UInt32
+    memory::UInt32
+    device::UInt32
+    logp::Ptr{Cvoid}
+    old_logp::Ptr{Cvoid}
+    ref_logp::Ptr{Cvoid}
+    entropy::Ptr{Cvoid}
+    mask::Ptr{UInt8}
+    advantages::Ptr{Cvoid}
+    advantages_len::Csize_t
+    rows::Csize_t
+    width::Csize_t
+    grad_logp::Ptr{Cvoid}
+    grad_entropy::Ptr{Cvoid}
+    stats_device::Ptr{Float64}
+    stream::Ptr{Cvoid}
+end
+
+"""
+    pg_loss_batch(logp, old_logp, mask, advantages; rows, width, config, ref_logp = nothing,
+                  entropy = nothing, device = DEVICE_CPU) -> (stats::PgStats, grad_logp, grad_entropy)
+
+`pg_loss` through the one batch entry point `nenyax_pg_loss_batch` (host memory; `device =
+DEVICE_CUDA` runs it on the GPU, copying in and back).
+"""
+function pg_loss_batch(logp::Array{T}, old_logp::Array{T}, mask::Array{UInt8}, advantages::Array{T};
+        rows::Integer, width::Integer, config::AbstractString, ref_logp = nothing,
+        entropy = nothing, device::Integer = DEVICE_CPU) where {T <: Union{Float32, Float64}}
+    n = rows * width
+    need_len("logp", logp, n); need_len("old_logp", old_logp, n); need_len("mask", mask, n)
+    need_len("ref_logp", ref_logp, n; optional = true)
+    need_len("entropy", entropy, n; optional = true)
+    length(advantages) in (rows, n) || need_len("advantages", advantages, rows)
+    c = String(config)
+    grad = zeros(T, n)
+    grad_entropy = entropy === nothing ? T[] : zeros(T, n)
+    stats = Ref{PgStats}()
+    GC.@preserve logp old_logp ref_logp entropy mask advantages c grad grad_entropy begin
+        batch = Ref(PgBatch(PG_BATCH_VERSION, T === Float64 ? DTYPE_F64 : DTYPE_F32, MEMORY_HOST,
+            UInt32(device), pointer(logp), pointer(old_logp), ptr_or_null(T, ref_logp),
+            ptr_or_null(T, entropy), pointer(mask), pointer(advantages), length(advantages),
+            rows, width, pointer(grad), ptr_or_null(T, grad_entropy), C_NULL, C_NULL))
+        @check ccall((:nenyax_pg_loss_batch, libnenyax), Ptr{Cvoid},
+            (Ref{PgBatch}, Ptr{UInt8}, Csize_t, Ref{PgStats}), batch, c, sizeof(c), stats)
+    end
+    return (stats[], grad, grad_entropy)
+end
+
+"The GPU the CUDA entry points use (JSON); `STATUS_CUDA_UNAVAILABLE` says why there is none."
+cuda_device() = string_call(out -> ccall((:nenyax_cuda_device, libnenyax), Ptr{Cvoid},
+    (Ref{NenyaxString},), out))
+
+"The full JSON of a named learner with overrides applied, e.g. `{\"learner\": \"dapo\"}`."
+function learner_json(config::AbstractString)
+    c = String(config)
+    GC.@preserve c string_call(out -> ccall((:nenyax_learner_json, libnenyax), Ptr{Cvoid},
+        (Ptr{UInt8}, Csize_t, Ref{NenyaxString}), c, sizeof(c), out))
 end
 
 end # module

@@ -146,4 +146,69 @@ end
         GC.gc()
         @test true   # no crash
     end
+
+    # The areas added with the whole-header wrapper (untested here: Julia is not installable on
+    # the CI machine; scripts/check_julia.sh parses this file and ffi/tests/bindings.rs checks
+    # every ccall against the header).
+    @testset "sessions and Julia-defined environments" begin
+        env = Nenyax.load("builtin:arithmetic")
+        s = Nenyax.session(env; options = "{\"task\": {\"id\": \"3\"}}")
+        @test !Nenyax.done(s)
+        Nenyax.act(s, answer(Nenyax.observation(s)))
+        @test Nenyax.done(s)
+        @test occursin("\"score\":1", Nenyax.judgment(s))
+        close(s); close(env)
+
+        tasks = Nenyax.define_tasks("sums", "[{\"prompt\": \"2+2?\", \"answer\": \"4\"}]";
+            score = (task, reply) -> strip(reply) == "4" ? 1.0 : 0.0, reference = task -> "4")
+        ref = Nenyax.reference_policy(tasks)
+        close(tasks)   # the reference policy keeps the callbacks alive
+        GC.gc()
+        tasks2 = Nenyax.define_tasks("sums", "[{\"prompt\": \"2+2?\"}]"; score = (t, r) -> 0.5)
+        @test score_of(Nenyax.rollout(tasks2, ref)) == 0.5
+        close(ref); close(tasks2)
+
+        counter = Nenyax.define_stateful("counter"; reset = seed -> "0", observe = st -> st,
+            step = (st, a) -> (string(parse(Int, st) + parse(Int, a)), 1.0, parse(Int, st) + 1 >= 3),
+            max_steps = 10)
+        one = Nenyax.action_policy(obs -> "1")
+        @test count("\"reward\":", Nenyax.rollout(counter, one)) >= 3
+        close(one); close(counter)
+    end
+
+    @testset "learners" begin
+        adv = Nenyax.advantages([1.0, 0.0, 1.0, 1.0], Int64[0, 0, 1, 1];
+            options = "{\"estimator\": \"rloo\"}")
+        @test adv ≈ [1.0, -1.0, 0.0, 0.0]
+        @test Nenyax.dapo_keep([1.0, 0.0, 1.0, 1.0], Int64[0, 0, 1, 1]) == [true, true, false, false]
+        mask = UInt8[1, 1, 1, 0]
+        for T in (Float64, Float32)
+            logp = T[-1, -2, -0.5, -9]
+            stats, grad, _ = Nenyax.pg_loss(logp, logp, mask, T[1, 1]; rows = 2, width = 2,
+                config = "{\"learner\": \"dapo\"}")
+            @test stats.tokens == 3 && stats.loss_pg ≈ -1
+            @test grad[1] < 0 && grad[4] == 0
+        end
+        @test_throws NenyaxError Nenyax.pg_loss([1.0], [1.0], UInt8[1, 1], [1.0]; rows = 1,
+            width = 2, config = "{}")
+        _, ret = Nenyax.reinforce_pp([2.0, 0.0], mask; rows = 2, width = 2, gamma = 1.0)
+        @test ret[1:3] ≈ [2.0, 2.0, 0.0]
+        loss, _, pairs = Nenyax.dpo_loss([2.0, 0.0], Int64[0, 0], fill(-1.0, 4), fill(-1.0, 4),
+            mask; rows = 2, width = 2, beta = 0.1)
+        @test pairs == 1 && loss ≈ log(2)
+        @test occursin("clip_high", Nenyax.learner_json("{\"learner\": \"dapo\"}"))
+    end
+
+    @testset "sandbox and server" begin
+        sb = Nenyax.Sandbox("{\"backend\": \"process\"}")
+        @test occursin("\"stdout\":\"hi\\n\"", Nenyax.exec(sb, "{\"argv\": [\"echo\", \"hi\"]}"))
+        Nenyax.write_file(sb, "dir/a.txt", "hello")
+        @test Nenyax.read_file(Nenyax.fork(sb), "dir/a.txt") == "hello"
+        @test occursin("a.txt", Nenyax.list_dir(sb, "dir"))
+        close(sb)
+        env = Nenyax.load("builtin:arithmetic")
+        server = Nenyax.serve(env; options = "{\"port\": 0}")
+        @test startswith(Nenyax.url(server), "http://127.0.0.1:")
+        close(server); close(server); close(env)
+    end
 end
