@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 
-pub mod drivers;
+pub(crate) mod json;
 pub mod verifiers;
 
 /// The bridge script, embedded at build time: the protocol and the step-mode drivers, then

@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 use cudarc::driver::{result as cu, sys};
 
 use crate::error::{Error, Result};
-use crate::learn::loss::check_shapes;
+use crate::learn::config::check_shapes;
 use crate::learn::{
     Aggregation, KlEstimator, PgBatch, PgConfig, PgOutput, PgStats, Real, Surrogate,
 };
