@@ -17,6 +17,7 @@
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "python")]
 pub mod bridge;
 pub mod conformance;
 pub mod contract;
@@ -37,6 +38,8 @@ pub mod rng;
 pub mod router;
 pub mod runner;
 pub mod sandbox;
+// Without the `servers` feature, a stand-in with the same names whose `Server::start` says so.
+#[cfg_attr(not(feature = "servers"), path = "serve_unavailable.rs")]
 pub mod serve;
 pub mod uri;
 

@@ -131,3 +131,40 @@ impl Registry {
 pub fn load(uri: &str) -> Result<Arc<dyn Environment>> {
     Registry::with_builtins().load(uri)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_known_scheme_is_either_built_or_named_as_left_out() {
+        let r = Registry::with_builtins();
+        let schemes = [
+            "builtin",
+            "define",
+            "reasoning_gym",
+            "gymnasium",
+            "verifiers",
+            "openenv",
+            "nemo_gym",
+            "harbor",
+        ];
+        for scheme in schemes {
+            let left = crate::drivers::LEFT_OUT.iter().find(|l| l.scheme == scheme);
+            assert_ne!(r.driver(scheme).is_some(), left.is_some(), "{scheme}");
+            let Some(left) = left else { continue };
+            match r.load(&format!("{scheme}:anything")) {
+                Err(Error::DriverUnavailable { driver, missing }) => {
+                    assert_eq!(driver, scheme);
+                    let feature = format!("`{}` feature", left.feature);
+                    assert!(missing.contains(&feature), "{missing}");
+                }
+                Err(other) => panic!("{scheme}: {other}"),
+                Ok(_) => panic!("{scheme} loaded though left out"),
+            }
+            let listed = r.list().into_iter().find(|d| d.scheme == scheme).unwrap();
+            assert!(matches!(listed.readiness, Readiness::Missing(_)));
+        }
+        assert_eq!(r.list().len(), schemes.len());
+    }
+}

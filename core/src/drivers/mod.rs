@@ -2,9 +2,13 @@
 
 pub mod builtin;
 pub mod define;
+#[cfg(feature = "harbor")]
 pub mod harbor;
+#[cfg(feature = "nemo_gym")]
 pub mod nemo_gym;
+#[cfg(feature = "openenv")]
 pub mod openenv;
+#[cfg(feature = "python")]
 pub mod python;
 
 use crate::driver::Driver;
@@ -14,11 +18,17 @@ pub fn built_in() -> Vec<Box<dyn Driver>> {
     vec![
         Box::new(builtin::BuiltinDriver),
         Box::new(define::DefineDriver),
+        #[cfg(feature = "python")]
         Box::new(python::reasoning_gym()),
+        #[cfg(feature = "python")]
         Box::new(python::gymnasium()),
+        #[cfg(feature = "python")]
         Box::new(python::verifiers()),
+        #[cfg(feature = "openenv")]
         Box::new(openenv::OpenEnvDriver),
+        #[cfg(feature = "nemo_gym")]
         Box::new(nemo_gym::NemoGymDriver),
+        #[cfg(feature = "harbor")]
         Box::new(harbor::HarborDriver),
     ]
 }
@@ -46,4 +56,41 @@ impl LeftOut {
 }
 
 /// The drivers this build left out.
-pub const LEFT_OUT: &[LeftOut] = &[];
+pub const LEFT_OUT: &[LeftOut] = &[
+    #[cfg(not(feature = "python"))]
+    LeftOut {
+        scheme: "reasoning_gym",
+        what: "reasoning_gym (Python bridge)",
+        feature: "python",
+    },
+    #[cfg(not(feature = "python"))]
+    LeftOut {
+        scheme: "gymnasium",
+        what: "Gymnasium (Python bridge)",
+        feature: "python",
+    },
+    #[cfg(not(feature = "python"))]
+    LeftOut {
+        scheme: "verifiers",
+        what: "Verifiers (Python bridge)",
+        feature: "python",
+    },
+    #[cfg(not(feature = "openenv"))]
+    LeftOut {
+        scheme: "openenv",
+        what: "OpenEnv",
+        feature: "openenv",
+    },
+    #[cfg(not(feature = "nemo_gym"))]
+    LeftOut {
+        scheme: "nemo_gym",
+        what: "NeMo Gym",
+        feature: "nemo_gym",
+    },
+    #[cfg(not(feature = "harbor"))]
+    LeftOut {
+        scheme: "harbor",
+        what: "Harbor",
+        feature: "harbor",
+    },
+];

@@ -3,29 +3,48 @@
 //! Everything that runs between `fork` and `exec` (the `pre_exec` closure) only makes system
 //! calls on data prepared beforehand: no allocation, no locks.
 
+#[cfg(feature = "sandbox")]
 use std::ffi::CString;
 use std::fs;
 use std::io::{Read, Write};
+#[cfg(feature = "sandbox")]
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
+#[cfg(feature = "sandbox")]
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+#[cfg(feature = "sandbox")]
 use nix::mount::{mount, MsFlags};
+#[cfg(feature = "sandbox")]
 use nix::sched::{unshare, CloneFlags};
 use nix::sys::resource::{setrlimit, Resource};
 use nix::sys::signal::{kill, killpg, Signal};
+#[cfg(feature = "sandbox")]
 use nix::sys::wait::{waitpid, WaitStatus};
-use nix::unistd::{chdir, chroot, fork, setgid, setsid, setuid, ForkResult, Gid, Pid, Uid};
+#[cfg(feature = "sandbox")]
+use nix::unistd::{chdir, chroot, fork, ForkResult};
+use nix::unistd::{setgid, setsid, setuid, Gid, Pid, Uid};
 
 use super::{BackendKind, Exec, ExecResult, Killed, Sandbox};
 use crate::error::{Error, Result};
 
 const BASE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
+/// Why a build without the `sandbox` feature has no jail backend.
+#[cfg(not(feature = "sandbox"))]
+pub(super) fn jail_ready() -> std::result::Result<(), String> {
+    Err(
+        "this build of Nenyax has no jail backend: it was built without the `sandbox` feature \
+         (rebuild with `--features sandbox`), so use the process backend"
+            .into(),
+    )
+}
+
+#[cfg(feature = "sandbox")]
 /// Whether namespaces can be made here (probed once).
 pub(super) fn jail_ready() -> std::result::Result<(), String> {
     static READY: OnceLock<std::result::Result<(), String>> = OnceLock::new();
@@ -54,6 +73,7 @@ pub(super) fn jail_ready() -> std::result::Result<(), String> {
         .clone()
 }
 
+#[cfg(feature = "sandbox")]
 fn jail_flags(network: bool) -> CloneFlags {
     let mut f = CloneFlags::CLONE_NEWNS
         | CloneFlags::CLONE_NEWPID
@@ -65,10 +85,12 @@ fn jail_flags(network: bool) -> CloneFlags {
     f
 }
 
+#[cfg(feature = "sandbox")]
 fn cstr(p: impl AsRef<Path>) -> CString {
     CString::new(p.as_ref().as_os_str().as_bytes()).expect("paths have no NUL bytes")
 }
 
+#[cfg(feature = "sandbox")]
 /// Bind mounts and the new root of a jail, prepared before the fork.
 struct JailPlan {
     /// `(source, target, read_only)`.
@@ -78,6 +100,7 @@ struct JailPlan {
     cwd: CString,
 }
 
+#[cfg(feature = "sandbox")]
 /// Lay out the jail's root directory (mount points and the host's top-level symlinks) once.
 fn jail_plan(sb: &Sandbox, cwd: &str) -> Result<JailPlan> {
     let base = sb.host_dir();
@@ -124,6 +147,7 @@ fn jail_plan(sb: &Sandbox, cwd: &str) -> Result<JailPlan> {
     })
 }
 
+#[cfg(feature = "sandbox")]
 /// Inside the new namespaces: mount everything, enter the new root.
 fn enter_jail(plan: &JailPlan) -> nix::Result<()> {
     let none: Option<&str> = None;
@@ -159,6 +183,7 @@ fn enter_jail(plan: &JailPlan) -> nix::Result<()> {
     Ok(())
 }
 
+#[cfg(feature = "sandbox")]
 /// Close every descriptor from 3 up except `keep`.
 fn close_from_3_except(keep: i32) {
     // SAFETY: close_range is a plain system call; it only closes descriptors.
@@ -206,6 +231,7 @@ fn apply_limits(l: &ChildLimits) -> nix::Result<()> {
     Ok(())
 }
 
+#[cfg(feature = "sandbox")]
 /// Wait for `pid`, retrying on EINTR; `None` when it cannot be waited for.
 fn wait_for(pid: Pid) -> Option<WaitStatus> {
     loop {
@@ -217,6 +243,7 @@ fn wait_for(pid: Pid) -> Option<WaitStatus> {
     }
 }
 
+#[cfg(feature = "sandbox")]
 /// The jail's three processes: the spawned child (outside, reports the status), the new PID
 /// namespace's init (reaps orphans, keeps the namespace alive), and the command. When init
 /// ends, the kernel kills everything left in the namespace.
@@ -355,11 +382,17 @@ pub(super) fn run(sb: &Sandbox, exec: &Exec) -> Result<ExecResult> {
         run_as: sb.run_as(),
     };
     if jail {
-        let plan = jail_plan(sb, &cwd)?;
-        let network = cfg.network;
-        // SAFETY: jail_child only makes system calls on data prepared above.
-        unsafe {
-            cmd.pre_exec(move || jail_child(&plan, &limits, network));
+        // Sandbox::create refuses a backend that is not ready, so only the jail build gets here.
+        #[cfg(not(feature = "sandbox"))]
+        return Err(Error::Sandbox(jail_ready().err().unwrap_or_default()));
+        #[cfg(feature = "sandbox")]
+        {
+            let plan = jail_plan(sb, &cwd)?;
+            let network = cfg.network;
+            // SAFETY: jail_child only makes system calls on data prepared above.
+            unsafe {
+                cmd.pre_exec(move || jail_child(&plan, &limits, network));
+            }
         }
     } else {
         cmd.current_dir(&host_cwd);
@@ -513,4 +546,16 @@ fn kill_marked_once(id: &str) -> usize {
         }
     }
     killed
+}
+
+#[cfg(all(test, not(feature = "sandbox")))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_the_feature_the_jail_is_not_ready_and_says_why() {
+        let why = BackendKind::Jail.ready().unwrap_err();
+        assert!(why.contains("`sandbox` feature"), "{why}");
+        assert!(BackendKind::Process.ready().is_ok());
+    }
 }
