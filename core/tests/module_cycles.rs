@@ -166,7 +166,7 @@ fn word_at(c: &[char], i: usize, kw: &str) -> bool {
     c.len() >= i + k.len()
         && c[i..i + k.len()] == k[..]
         && (i == 0 || !is_ident(c[i - 1]))
-        && c.get(i + k.len()).is_none_or(|&ch| !is_ident(ch))
+        && c.get(i + k.len()).map_or(true, |&ch| !is_ident(ch))
 }
 
 /// Blanks out every inline `mod name { ... }` marked `#[cfg(test)]`.
@@ -518,7 +518,7 @@ fn definitions(c: &[char]) -> BTreeSet<String> {
     ];
     let mut out = BTreeSet::new();
     for i in 0..c.len() {
-        if !(i == 0 || !is_ident(c[i - 1])) {
+        if i != 0 && is_ident(c[i - 1]) {
             continue;
         }
         let after = if word_at(c, i, "macro_rules") {
