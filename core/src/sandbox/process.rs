@@ -10,7 +10,7 @@ use std::io::{Read, Write};
 #[cfg(feature = "sandbox")]
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 #[cfg(feature = "sandbox")]
@@ -29,7 +29,7 @@ use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{chdir, chroot, fork, ForkResult};
 use nix::unistd::{setgid, setsid, setuid, Gid, Pid, Uid};
 
-use super::{BackendKind, Exec, ExecResult, Killed, Sandbox};
+use super::spec::{BackendKind, Exec, ExecResult, Killed, SandboxConfig};
 use crate::error::{Error, Result};
 
 const BASE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -102,8 +102,8 @@ struct JailPlan {
 
 #[cfg(feature = "sandbox")]
 /// Lay out the jail's root directory (mount points and the host's top-level symlinks) once.
-fn jail_plan(sb: &Sandbox, cwd: &str) -> Result<JailPlan> {
-    let base = sb.host_dir();
+fn jail_plan(sb: &Job, cwd: &str) -> Result<JailPlan> {
+    let base = sb.host_dir;
     let root = base.join(".root");
     let fail = |what: &str, e: std::io::Error| Error::io(format!("sandbox: could not {what}"), e);
     let mut binds = Vec::new();
@@ -112,7 +112,7 @@ fn jail_plan(sb: &Sandbox, cwd: &str) -> Result<JailPlan> {
         let e = e.map_err(|e| fail("list /", e))?;
         let name = e.file_name();
         let n = name.to_string_lossy();
-        if skip.contains(&n.as_ref()) || sb.private_dirs().any(|d| d == n) {
+        if skip.contains(&n.as_ref()) || sb.private_dirs.iter().copied().any(|d| d == n) {
             continue;
         }
         let at = root.join(&name);
@@ -132,7 +132,7 @@ fn jail_plan(sb: &Sandbox, cwd: &str) -> Result<JailPlan> {
         fs::create_dir_all(&at).map_err(|e| fail("create a mount point", e))?;
         binds.push((cstr(Path::new("/").join(d)), cstr(&at), ro));
     }
-    for d in sb.private_dirs() {
+    for d in sb.private_dirs.iter().copied() {
         let at = root.join(d);
         fs::create_dir_all(&at).map_err(|e| fail("create a mount point", e))?;
         binds.push((cstr(base.join(d)), cstr(&at), false));
@@ -325,9 +325,27 @@ fn jail_child(plan: &JailPlan, limits: &ChildLimits, network: bool) -> std::io::
     }
 }
 
+/// What a backend needs of the sandbox a command runs in; the sandbox hands it over, so that
+/// the backends do not depend on the `Sandbox` type.
+pub(super) struct Job<'a> {
+    /// The sandbox's configuration.
+    pub config: &'a SandboxConfig,
+    /// Its directory on the host.
+    pub host_dir: &'a Path,
+    /// Its id, which marks its processes.
+    pub id: &'a str,
+    /// The uid and gid to run as, when the library runs as root.
+    pub run_as: Option<(u32, u32)>,
+    /// Its private directories, the fixed ones and the extra ones (the jail binds them).
+    #[cfg_attr(not(feature = "sandbox"), allow(dead_code))]
+    pub private_dirs: Vec<&'a str>,
+    /// A sandbox path as a host path, checked to stay inside.
+    pub host_path: &'a dyn Fn(&str) -> Result<PathBuf>,
+}
+
 /// Run one command in `sb`.
-pub(super) fn run(sb: &Sandbox, exec: &Exec) -> Result<ExecResult> {
-    let cfg = sb.config();
+pub(super) fn run(sb: &Job, exec: &Exec) -> Result<ExecResult> {
+    let cfg = sb.config;
     let jail = cfg.backend == BackendKind::Jail;
     let argv: Vec<String> = match (&exec.shell, exec.argv.is_empty()) {
         (Some(line), true) => {
@@ -346,7 +364,7 @@ pub(super) fn run(sb: &Sandbox, exec: &Exec) -> Result<ExecResult> {
         }
     };
     let cwd = exec.cwd.clone().unwrap_or_else(|| cfg.workdir.clone());
-    let host_cwd = sb.host_path(&cwd)?;
+    let host_cwd = (sb.host_path)(&cwd)?;
     if !host_cwd.is_dir() {
         return Err(Error::Sandbox(format!(
             "working directory `{cwd}` does not exist in the sandbox; create it first (put or mkdir)"
@@ -361,14 +379,14 @@ pub(super) fn run(sb: &Sandbox, exec: &Exec) -> Result<ExecResult> {
     let (home, tmp) = if jail {
         ("/tmp".to_string(), "/tmp".to_string())
     } else {
-        let t = sb.host_dir().join("tmp").to_string_lossy().into_owned();
+        let t = sb.host_dir.join("tmp").to_string_lossy().into_owned();
         (t.clone(), t)
     };
     cmd.env("PATH", BASE_PATH)
         .env("HOME", &home)
         .env("TMPDIR", &tmp)
         .env("LANG", "C.UTF-8")
-        .env("NENYAX_SANDBOX", sb.id());
+        .env("NENYAX_SANDBOX", sb.id);
     for (k, v) in cfg.env.iter().chain(exec.env.iter()) {
         cmd.env(k, v);
     }
@@ -379,7 +397,7 @@ pub(super) fn run(sb: &Sandbox, exec: &Exec) -> Result<ExecResult> {
         files: l.open_files,
         procs: l.processes,
         fsize: l.file_size_bytes,
-        run_as: sb.run_as(),
+        run_as: sb.run_as,
     };
     if jail {
         // Sandbox::create refuses a backend that is not ready, so only the jail build gets here.
@@ -472,7 +490,7 @@ pub(super) fn run(sb: &Sandbox, exec: &Exec) -> Result<ExecResult> {
     // Whatever the command left behind in its group, or detached with our marker, goes too.
     let _ = killpg(pgid, Signal::SIGKILL);
     if !jail {
-        kill_marked(sb.id());
+        kill_marked(sb.id);
     }
     let mut out = [Vec::new(), Vec::new()];
     let mut dropped = 0;
