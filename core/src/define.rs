@@ -341,7 +341,10 @@ impl Episode for StateEpisode {
 }
 
 // ---------------------------------------------------------------------------------------------
-// define: files (the `define:` scheme's driver is crate::drivers::define)
+// define: files
+
+/// The `define:` scheme's driver, at its old path; it is [`crate::drivers::define`] now.
+pub use crate::drivers::define::DefineDriver;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -16,6 +16,8 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 
 pub(crate) mod json;
+/// The bridge drivers' old home; they are [`crate::drivers::python`] now.
+pub use crate::drivers::python as drivers;
 pub mod verifiers;
 
 /// The bridge script, embedded at build time: the protocol and the step-mode drivers, then

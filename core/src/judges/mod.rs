@@ -1,9 +1,10 @@
 //! Judges: score any environment your own way, without touching it.
 //!
-//! A judge reads a finished [`Trajectory`] (its final text, its task's metadata, the
-//! environment's own judgment) and returns a [`Judgment`]. [`with_judge`] wraps any environment
-//! so that its rollouts are re-judged; the environment's own verdict stays available as the
-//! `env` component and in `details.env_judgment`.
+//! A judge reads a finished [`Trajectory`](crate::contract::Trajectory) (its final text, its
+//! task's metadata, the environment's own judgment) and returns a
+//! [`Judgment`](crate::contract::Judgment). [`with_judge`] wraps any environment so that its
+//! rollouts are re-judged; the environment's own verdict stays available as the `env`
+//! component and in `details.env_judgment`.
 
 mod base;
 mod custom;

@@ -294,7 +294,7 @@ fn launch(
 /// The fused loss on device memory, queued on the caller's `stream` (a `CUstream`, NULL for the
 /// legacy default stream); nothing is synchronised. NaNs on valid tokens and a mask with no
 /// valid token cannot be reported without a sync, so they are flagged in `stats[9]`
-/// ([`BAD_LOGP`] and the others; `stats[7]`, the token count, is 0 for an empty mask) for the
+/// ([`BAD_LOGP`](super::BAD_LOGP) and the others; `stats[7]`, the token count, is 0 for an empty mask) for the
 /// caller to check when it reads the loss.
 ///
 /// # Safety
