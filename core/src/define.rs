@@ -31,8 +31,6 @@ use crate::env::{guard, task_index, Environment, Episode};
 use crate::error::{Error, Result};
 use crate::judges::{judge_from_spec, JudgeSpec};
 use crate::policy::Policy;
-use crate::router::Driver;
-use crate::uri::{ParamSpec, Params, Uri};
 
 type ScoreFn = dyn Fn(&JsonMap, &str) -> Result<f64> + Send + Sync;
 type ReferenceFn = dyn Fn(&JsonMap) -> Option<String> + Send + Sync;
@@ -345,8 +343,8 @@ impl Episode for StateEpisode {
 // ---------------------------------------------------------------------------------------------
 // define: files
 
-/// The `define:` scheme: an environment from a TOML file, no code.
-pub struct DefineDriver;
+/// The `define:` scheme's driver, at its old path; it is [`crate::drivers::define`] now.
+pub use crate::drivers::define::DefineDriver;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -361,29 +359,6 @@ struct DefineFile {
 
 fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].matches('\n').count() + 1
-}
-
-impl Driver for DefineDriver {
-    fn scheme(&self) -> &'static str {
-        "define"
-    }
-
-    fn format(&self) -> &'static str {
-        "nenyax.define"
-    }
-
-    fn summary(&self) -> &'static str {
-        "an environment from a TOML file of tasks and a declarative judge: define:./capitals.toml"
-    }
-
-    fn params(&self, _target: &str) -> Vec<ParamSpec> {
-        Vec::new()
-    }
-
-    fn load(&self, uri: &Uri) -> Result<Arc<dyn Environment>> {
-        Params::check("define", uri, &self.params(&uri.target))?;
-        load_file(Path::new(&uri.target), &uri.raw)
-    }
 }
 
 /// Load a `define:` TOML file; errors name the file, line and field.

@@ -17,10 +17,12 @@
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "python")]
 pub mod bridge;
 pub mod conformance;
 pub mod contract;
 pub mod define;
+pub mod driver;
 pub mod drivers;
 pub mod env;
 pub mod error;
@@ -38,6 +40,8 @@ pub mod rng;
 pub mod router;
 pub mod runner;
 pub mod sandbox;
+// Without the `servers` feature, a stand-in with the same names whose `Server::start` says so.
+#[cfg_attr(not(feature = "servers"), path = "serve_unavailable.rs")]
 pub mod serve;
 pub mod uri;
 
@@ -47,11 +51,12 @@ pub use openai::responses;
 
 pub use conformance::{check, check_uri, CheckOptions, Report, Tier};
 pub use contract::*;
+pub use driver::{Driver, Readiness};
 pub use env::{Environment, Episode, RolloutOptions, Session};
 pub use error::{Error, Result};
 pub use judges::{with_judge, Judge};
 pub use policy::{ChatModel, ChatPolicy, Endpoint, FunctionModel, Policy};
 pub use recorder::{Backend, ModelServer, Recording, Upstream};
-pub use router::{load, Driver, Readiness, Registry};
+pub use router::{load, Registry};
 pub use runner::{plan, Job, Runner};
 pub use serve::{ServeOptions, Server};

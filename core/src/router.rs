@@ -1,53 +1,13 @@
-//! Drivers and the router: one driver per native format, chosen by the URI's scheme.
+//! The router: parses a URI and hands it to the driver registered for its scheme. The drivers
+//! themselves are [`crate::drivers`]; the interface they implement is [`crate::driver`].
 
 use serde::Serialize;
 use std::sync::Arc;
 
+pub use crate::driver::{Driver, Readiness};
 use crate::env::Environment;
 use crate::error::{suggest, Error, Result};
-use crate::uri::{ParamSpec, Uri};
-
-/// Whether a driver can run on this machine.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "status", content = "missing", rename_all = "lowercase")]
-pub enum Readiness {
-    /// Everything it needs is here.
-    Ready,
-    /// Something is missing; the text says exactly what and how to get it.
-    Missing(String),
-}
-
-/// Translates one native format into the contract.
-pub trait Driver: Send + Sync {
-    /// The URI scheme, e.g. `builtin`.
-    fn scheme(&self) -> &'static str;
-
-    /// The native format's name, recorded as `source_format`.
-    fn format(&self) -> &'static str;
-
-    /// One line on what it loads, with an example URI.
-    fn summary(&self) -> &'static str;
-
-    /// The parameters accepted for `target` (checked before `load`).
-    fn params(&self, target: &str) -> Vec<ParamSpec>;
-
-    /// Whether it can run here.
-    fn readiness(&self) -> Readiness {
-        Readiness::Ready
-    }
-
-    /// Whether it can run this URI here (a URI may name its own interpreter, say).
-    fn readiness_for(&self, _uri: &Uri) -> Readiness {
-        self.readiness()
-    }
-
-    /// Load the environment a URI names.
-    fn load(&self, uri: &Uri) -> Result<Arc<dyn Environment>>;
-}
-
-/// Schemes of formats that later parts of Nenyax will drive; named in errors so that a user
-/// learns the scheme is right but not built yet, rather than that it is a typo.
-const PLANNED: &[(&str, &str)] = &[("verifiers", "Verifiers environments (rollout mode)")];
+use crate::uri::Uri;
 
 /// A driver's entry in `nenyax drivers`.
 #[derive(Debug, Clone, Serialize)]
@@ -84,14 +44,9 @@ impl Registry {
     /// Every driver compiled into this build.
     pub fn with_builtins() -> Self {
         let mut r = Registry::empty();
-        r.register(Box::new(crate::drivers::builtin::BuiltinDriver));
-        r.register(Box::new(crate::define::DefineDriver));
-        r.register(Box::new(crate::bridge::drivers::reasoning_gym()));
-        r.register(Box::new(crate::bridge::drivers::gymnasium()));
-        r.register(Box::new(crate::bridge::drivers::verifiers()));
-        r.register(Box::new(crate::drivers::openenv::OpenEnvDriver));
-        r.register(Box::new(crate::drivers::nemo_gym::NemoGymDriver));
-        r.register(Box::new(crate::drivers::harbor::HarborDriver));
+        for driver in crate::drivers::built_in() {
+            r.register(driver);
+        }
         r
     }
 
@@ -109,7 +64,8 @@ impl Registry {
             .map(|d| d.as_ref())
     }
 
-    /// Every driver, with its readiness, then the planned formats (marked missing).
+    /// Every driver, with its readiness, then the known ones left out of this build (marked
+    /// missing).
     pub fn list(&self) -> Vec<DriverInfo> {
         let mut out: Vec<DriverInfo> = self
             .drivers
@@ -121,16 +77,13 @@ impl Registry {
                 readiness: d.readiness(),
             })
             .collect();
-        for (scheme, what) in PLANNED {
-            if self.driver(scheme).is_none() {
+        for left in crate::drivers::LEFT_OUT {
+            if self.driver(left.scheme).is_none() {
                 out.push(DriverInfo {
-                    scheme: scheme.to_string(),
-                    format: scheme.to_string(),
-                    summary: what.to_string(),
-                    readiness: Readiness::Missing(
-                        "not built yet in this version of Nenyax (see the README's status table)"
-                            .into(),
-                    ),
+                    scheme: left.scheme.to_string(),
+                    format: left.scheme.to_string(),
+                    summary: left.what.to_string(),
+                    readiness: Readiness::Missing(left.missing()),
                 });
             }
         }
@@ -141,13 +94,13 @@ impl Registry {
     pub fn load(&self, uri: &str) -> Result<Arc<dyn Environment>> {
         let parsed = Uri::parse(uri)?;
         let Some(driver) = self.driver(&parsed.scheme) else {
-            if let Some((_, what)) = PLANNED.iter().find(|(s, _)| *s == parsed.scheme) {
+            if let Some(left) = crate::drivers::LEFT_OUT
+                .iter()
+                .find(|l| l.scheme == parsed.scheme)
+            {
                 return Err(Error::DriverUnavailable {
                     driver: parsed.scheme.clone(),
-                    missing: format!(
-                        "the {what} driver is not built yet in this version of Nenyax; \
-                         `nenyax drivers` lists what works today"
-                    ),
+                    missing: left.missing(),
                 });
             }
             let mut known: Vec<String> = self
@@ -177,4 +130,41 @@ impl Registry {
 /// Load an environment by URI with the built-in drivers.
 pub fn load(uri: &str) -> Result<Arc<dyn Environment>> {
     Registry::with_builtins().load(uri)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_known_scheme_is_either_built_or_named_as_left_out() {
+        let r = Registry::with_builtins();
+        let schemes = [
+            "builtin",
+            "define",
+            "reasoning_gym",
+            "gymnasium",
+            "verifiers",
+            "openenv",
+            "nemo_gym",
+            "harbor",
+        ];
+        for scheme in schemes {
+            let left = crate::drivers::LEFT_OUT.iter().find(|l| l.scheme == scheme);
+            assert_ne!(r.driver(scheme).is_some(), left.is_some(), "{scheme}");
+            let Some(left) = left else { continue };
+            match r.load(&format!("{scheme}:anything")) {
+                Err(Error::DriverUnavailable { driver, missing }) => {
+                    assert_eq!(driver, scheme);
+                    let feature = format!("`{}` feature", left.feature);
+                    assert!(missing.contains(&feature), "{missing}");
+                }
+                Err(other) => panic!("{scheme}: {other}"),
+                Ok(_) => panic!("{scheme} loaded though left out"),
+            }
+            let listed = r.list().into_iter().find(|d| d.scheme == scheme).unwrap();
+            assert!(matches!(listed.readiness, Readiness::Missing(_)));
+        }
+        assert_eq!(r.list().len(), schemes.len());
+    }
 }

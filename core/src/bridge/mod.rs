@@ -16,7 +16,9 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 
-pub mod drivers;
+pub(crate) mod json;
+/// The bridge drivers' old home; they are [`crate::drivers::python`] now.
+pub use crate::drivers::python as drivers;
 pub mod verifiers;
 
 /// Protocol version this library speaks.

@@ -6,7 +6,7 @@ use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::drivers::{number, parse};
+use super::json::{number, parse};
 use super::Pool;
 use crate::contract::{
     JudgeSource, Judgment, Manifest, Message, Mode, RewardTiming, Role, TaskRef, Trajectory,
@@ -24,7 +24,7 @@ pub struct VerifiersEnv {
 }
 
 impl VerifiersEnv {
-    pub(super) fn new(id: &str, pool: Arc<Pool>, info: &Value) -> Result<Self> {
+    pub(crate) fn new(id: &str, pool: Arc<Pool>, info: &Value) -> Result<Self> {
         let s = |k: &str| info.get(k).and_then(Value::as_str).map(str::to_string);
         let mut m = Manifest::new(
             id,

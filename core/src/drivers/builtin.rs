@@ -14,12 +14,12 @@ use std::sync::Arc;
 use crate::contract::{
     JsonMap, JudgeSource, Judgment, Manifest, Mode, Observation, RewardTiming, Step, TaskRef,
 };
+use crate::driver::Driver;
 use crate::env::{task_index, Environment, Episode};
 use crate::error::{Error, Result};
 use crate::judges::{extract_answer_tag, last_number};
 use crate::policy::Policy;
 use crate::rng::{splitmix64, Rng};
-use crate::router::Driver;
 use crate::uri::{ParamKind, ParamSpec, Params, Uri};
 
 const TARGETS: &[&str] = &["arithmetic", "guess", "echo"];

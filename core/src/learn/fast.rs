@@ -8,7 +8,7 @@
 
 use std::ops::{Add, Mul, Neg, Sub};
 
-use super::loss::{Kl, KlEstimator, Real};
+use super::config::{Kl, KlEstimator, Real};
 
 /// The arithmetic the pass needs from its lane type: f32 or f64.
 trait Lane:

@@ -4,14 +4,17 @@
 //! and is checked against its golden vectors (`tests/pg_golden.rs`).
 
 pub mod advantage;
+pub(crate) mod config;
+mod dpo;
 mod fast;
 pub mod loss;
 
 pub use advantage::{advantages, dapo_keep, reinforce_pp, Estimator, Singleton, StdScope};
-pub use loss::{
-    dpo_loss, pg_loss, pg_loss_into, Aggregation, DpoOutput, Kl, KlEstimator, PgBatch, PgConfig,
-    PgOutput, PgStats, Real, Surrogate,
+pub use config::{
+    Aggregation, Kl, KlEstimator, PgBatch, PgConfig, PgOutput, PgStats, Real, Surrogate,
 };
+pub use dpo::{dpo_loss, DpoOutput};
+pub use loss::{pg_loss, pg_loss_into};
 
 use serde_json::{json, Value};
 

@@ -3,29 +3,48 @@
 //! Everything that runs between `fork` and `exec` (the `pre_exec` closure) only makes system
 //! calls on data prepared beforehand: no allocation, no locks.
 
+#[cfg(feature = "sandbox")]
 use std::ffi::CString;
 use std::fs;
 use std::io::{Read, Write};
+#[cfg(feature = "sandbox")]
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
+#[cfg(feature = "sandbox")]
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+#[cfg(feature = "sandbox")]
 use nix::mount::{mount, MsFlags};
+#[cfg(feature = "sandbox")]
 use nix::sched::{unshare, CloneFlags};
 use nix::sys::resource::{setrlimit, Resource};
 use nix::sys::signal::{kill, killpg, Signal};
+#[cfg(feature = "sandbox")]
 use nix::sys::wait::{waitpid, WaitStatus};
-use nix::unistd::{chdir, chroot, fork, setgid, setsid, setuid, ForkResult, Gid, Pid, Uid};
+#[cfg(feature = "sandbox")]
+use nix::unistd::{chdir, chroot, fork, ForkResult};
+use nix::unistd::{setgid, setsid, setuid, Gid, Pid, Uid};
 
-use super::{BackendKind, Exec, ExecResult, Killed, Sandbox};
+use super::spec::{BackendKind, Exec, ExecResult, Killed, SandboxConfig};
 use crate::error::{Error, Result};
 
 const BASE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
+/// Why a build without the `sandbox` feature has no jail backend.
+#[cfg(not(feature = "sandbox"))]
+pub(super) fn jail_ready() -> std::result::Result<(), String> {
+    Err(
+        "this build of Nenyax has no jail backend: it was built without the `sandbox` feature \
+         (rebuild with `--features sandbox`), so use the process backend"
+            .into(),
+    )
+}
+
+#[cfg(feature = "sandbox")]
 /// Whether namespaces can be made here (probed once).
 pub(super) fn jail_ready() -> std::result::Result<(), String> {
     static READY: OnceLock<std::result::Result<(), String>> = OnceLock::new();
@@ -54,6 +73,7 @@ pub(super) fn jail_ready() -> std::result::Result<(), String> {
         .clone()
 }
 
+#[cfg(feature = "sandbox")]
 fn jail_flags(network: bool) -> CloneFlags {
     let mut f = CloneFlags::CLONE_NEWNS
         | CloneFlags::CLONE_NEWPID
@@ -65,10 +85,12 @@ fn jail_flags(network: bool) -> CloneFlags {
     f
 }
 
+#[cfg(feature = "sandbox")]
 fn cstr(p: impl AsRef<Path>) -> CString {
     CString::new(p.as_ref().as_os_str().as_bytes()).expect("paths have no NUL bytes")
 }
 
+#[cfg(feature = "sandbox")]
 /// Bind mounts and the new root of a jail, prepared before the fork.
 struct JailPlan {
     /// `(source, target, read_only)`.
@@ -78,9 +100,10 @@ struct JailPlan {
     cwd: CString,
 }
 
+#[cfg(feature = "sandbox")]
 /// Lay out the jail's root directory (mount points and the host's top-level symlinks) once.
-fn jail_plan(sb: &Sandbox, cwd: &str) -> Result<JailPlan> {
-    let base = sb.host_dir();
+fn jail_plan(sb: &Job, cwd: &str) -> Result<JailPlan> {
+    let base = sb.host_dir;
     let root = base.join(".root");
     let fail = |what: &str, e: std::io::Error| Error::io(format!("sandbox: could not {what}"), e);
     let mut binds = Vec::new();
@@ -89,7 +112,7 @@ fn jail_plan(sb: &Sandbox, cwd: &str) -> Result<JailPlan> {
         let e = e.map_err(|e| fail("list /", e))?;
         let name = e.file_name();
         let n = name.to_string_lossy();
-        if skip.contains(&n.as_ref()) || sb.private_dirs().any(|d| d == n) {
+        if skip.contains(&n.as_ref()) || sb.private_dirs.iter().copied().any(|d| d == n) {
             continue;
         }
         let at = root.join(&name);
@@ -109,7 +132,7 @@ fn jail_plan(sb: &Sandbox, cwd: &str) -> Result<JailPlan> {
         fs::create_dir_all(&at).map_err(|e| fail("create a mount point", e))?;
         binds.push((cstr(Path::new("/").join(d)), cstr(&at), ro));
     }
-    for d in sb.private_dirs() {
+    for d in sb.private_dirs.iter().copied() {
         let at = root.join(d);
         fs::create_dir_all(&at).map_err(|e| fail("create a mount point", e))?;
         binds.push((cstr(base.join(d)), cstr(&at), false));
@@ -124,6 +147,7 @@ fn jail_plan(sb: &Sandbox, cwd: &str) -> Result<JailPlan> {
     })
 }
 
+#[cfg(feature = "sandbox")]
 /// Inside the new namespaces: mount everything, enter the new root.
 fn enter_jail(plan: &JailPlan) -> nix::Result<()> {
     let none: Option<&str> = None;
@@ -159,6 +183,7 @@ fn enter_jail(plan: &JailPlan) -> nix::Result<()> {
     Ok(())
 }
 
+#[cfg(feature = "sandbox")]
 /// Close every descriptor from 3 up except `keep`.
 fn close_from_3_except(keep: i32) {
     // SAFETY: close_range is a plain system call; it only closes descriptors.
@@ -206,6 +231,7 @@ fn apply_limits(l: &ChildLimits) -> nix::Result<()> {
     Ok(())
 }
 
+#[cfg(feature = "sandbox")]
 /// Wait for `pid`, retrying on EINTR; `None` when it cannot be waited for.
 fn wait_for(pid: Pid) -> Option<WaitStatus> {
     loop {
@@ -217,6 +243,7 @@ fn wait_for(pid: Pid) -> Option<WaitStatus> {
     }
 }
 
+#[cfg(feature = "sandbox")]
 /// The jail's three processes: the spawned child (outside, reports the status), the new PID
 /// namespace's init (reaps orphans, keeps the namespace alive), and the command. When init
 /// ends, the kernel kills everything left in the namespace.
@@ -298,9 +325,27 @@ fn jail_child(plan: &JailPlan, limits: &ChildLimits, network: bool) -> std::io::
     }
 }
 
+/// What a backend needs of the sandbox a command runs in; the sandbox hands it over, so that
+/// the backends do not depend on the `Sandbox` type.
+pub(super) struct Job<'a> {
+    /// The sandbox's configuration.
+    pub config: &'a SandboxConfig,
+    /// Its directory on the host.
+    pub host_dir: &'a Path,
+    /// Its id, which marks its processes.
+    pub id: &'a str,
+    /// The uid and gid to run as, when the library runs as root.
+    pub run_as: Option<(u32, u32)>,
+    /// Its private directories, the fixed ones and the extra ones (the jail binds them).
+    #[cfg_attr(not(feature = "sandbox"), allow(dead_code))]
+    pub private_dirs: Vec<&'a str>,
+    /// A sandbox path as a host path, checked to stay inside.
+    pub host_path: &'a dyn Fn(&str) -> Result<PathBuf>,
+}
+
 /// Run one command in `sb`.
-pub(super) fn run(sb: &Sandbox, exec: &Exec) -> Result<ExecResult> {
-    let cfg = sb.config();
+pub(super) fn run(sb: &Job, exec: &Exec) -> Result<ExecResult> {
+    let cfg = sb.config;
     let jail = cfg.backend == BackendKind::Jail;
     let argv: Vec<String> = match (&exec.shell, exec.argv.is_empty()) {
         (Some(line), true) => {
@@ -319,7 +364,7 @@ pub(super) fn run(sb: &Sandbox, exec: &Exec) -> Result<ExecResult> {
         }
     };
     let cwd = exec.cwd.clone().unwrap_or_else(|| cfg.workdir.clone());
-    let host_cwd = sb.host_path(&cwd)?;
+    let host_cwd = (sb.host_path)(&cwd)?;
     if !host_cwd.is_dir() {
         return Err(Error::Sandbox(format!(
             "working directory `{cwd}` does not exist in the sandbox; create it first (put or mkdir)"
@@ -334,14 +379,14 @@ pub(super) fn run(sb: &Sandbox, exec: &Exec) -> Result<ExecResult> {
     let (home, tmp) = if jail {
         ("/tmp".to_string(), "/tmp".to_string())
     } else {
-        let t = sb.host_dir().join("tmp").to_string_lossy().into_owned();
+        let t = sb.host_dir.join("tmp").to_string_lossy().into_owned();
         (t.clone(), t)
     };
     cmd.env("PATH", BASE_PATH)
         .env("HOME", &home)
         .env("TMPDIR", &tmp)
         .env("LANG", "C.UTF-8")
-        .env("NENYAX_SANDBOX", sb.id());
+        .env("NENYAX_SANDBOX", sb.id);
     for (k, v) in cfg.env.iter().chain(exec.env.iter()) {
         cmd.env(k, v);
     }
@@ -352,14 +397,20 @@ pub(super) fn run(sb: &Sandbox, exec: &Exec) -> Result<ExecResult> {
         files: l.open_files,
         procs: l.processes,
         fsize: l.file_size_bytes,
-        run_as: sb.run_as(),
+        run_as: sb.run_as,
     };
     if jail {
-        let plan = jail_plan(sb, &cwd)?;
-        let network = cfg.network;
-        // SAFETY: jail_child only makes system calls on data prepared above.
-        unsafe {
-            cmd.pre_exec(move || jail_child(&plan, &limits, network));
+        // Sandbox::create refuses a backend that is not ready, so only the jail build gets here.
+        #[cfg(not(feature = "sandbox"))]
+        return Err(Error::Sandbox(jail_ready().err().unwrap_or_default()));
+        #[cfg(feature = "sandbox")]
+        {
+            let plan = jail_plan(sb, &cwd)?;
+            let network = cfg.network;
+            // SAFETY: jail_child only makes system calls on data prepared above.
+            unsafe {
+                cmd.pre_exec(move || jail_child(&plan, &limits, network));
+            }
         }
     } else {
         cmd.current_dir(&host_cwd);
@@ -439,7 +490,7 @@ pub(super) fn run(sb: &Sandbox, exec: &Exec) -> Result<ExecResult> {
     // Whatever the command left behind in its group, or detached with our marker, goes too.
     let _ = killpg(pgid, Signal::SIGKILL);
     if !jail {
-        kill_marked(sb.id());
+        kill_marked(sb.id);
     }
     let mut out = [Vec::new(), Vec::new()];
     let mut dropped = 0;
@@ -513,4 +564,16 @@ fn kill_marked_once(id: &str) -> usize {
         }
     }
     killed
+}
+
+#[cfg(all(test, not(feature = "sandbox")))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_the_feature_the_jail_is_not_ready_and_says_why() {
+        let why = BackendKind::Jail.ready().unwrap_err();
+        assert!(why.contains("`sandbox` feature"), "{why}");
+        assert!(BackendKind::Process.ready().is_ok());
+    }
 }

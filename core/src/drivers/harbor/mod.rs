@@ -12,8 +12,7 @@
 mod task;
 pub mod terminus;
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,10 +21,10 @@ use serde_json::{json, Map, Value};
 use crate::contract::{
     Isolation, JudgeSource, Judgment, Manifest, Mode, Observation, Step, TaskRef, Trajectory,
 };
+use crate::driver::{Driver, Readiness};
 use crate::env::{Environment, RolloutOptions};
 use crate::error::{Error, Result};
 use crate::policy::Policy;
-use crate::router::{Driver, Readiness};
 use crate::sandbox::{BackendKind, Exec, Sandbox, SandboxConfig};
 use crate::uri::{ParamKind, ParamSpec, Params, Uri};
 
@@ -580,27 +579,4 @@ fn put_all(sb: &Sandbox, items: &[(PathBuf, String)]) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Read a required UTF-8 file of a task.
-pub(crate) fn read_text(p: &Path) -> Result<String> {
-    std::fs::read_to_string(p).map_err(|e| Error::io(format!("harbor: read {}", p.display()), e))
-}
-
-/// `BTreeMap` from a TOML table of strings.
-pub(crate) fn string_table(v: Option<&toml::Value>) -> BTreeMap<String, String> {
-    v.and_then(toml::Value::as_table)
-        .map(|t| {
-            t.iter()
-                .map(|(k, v)| {
-                    (
-                        k.clone(),
-                        v.as_str()
-                            .map(str::to_string)
-                            .unwrap_or_else(|| v.to_string()),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default()
 }

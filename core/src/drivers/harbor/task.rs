@@ -4,7 +4,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::{read_text, string_table};
 use crate::error::{Error, Result};
 use crate::sandbox::PRIVATE_DIRS;
 
@@ -503,4 +502,27 @@ fn parse_dockerfile(path: &Path, context: &Path) -> Result<Image> {
         }
     }
     Ok(img)
+}
+
+/// Read a required UTF-8 file of a task.
+fn read_text(p: &Path) -> Result<String> {
+    std::fs::read_to_string(p).map_err(|e| Error::io(format!("harbor: read {}", p.display()), e))
+}
+
+/// `BTreeMap` from a TOML table of strings.
+fn string_table(v: Option<&toml::Value>) -> BTreeMap<String, String> {
+    v.and_then(toml::Value::as_table)
+        .map(|t| {
+            t.iter()
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        v.as_str()
+                            .map(str::to_string)
+                            .unwrap_or_else(|| v.to_string()),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }

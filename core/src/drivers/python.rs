@@ -1,19 +1,22 @@
-//! Drivers that run their framework in bridge workers: `reasoning_gym:` and `gymnasium:`.
+//! The drivers that run their framework in Python bridge workers: `reasoning_gym:`,
+//! `gymnasium:` and `verifiers:` (the worker and its protocol are [`crate::bridge`]).
 
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::{BridgeConfig, Lease, Pool, Worker};
+use crate::bridge::json::{number, parse};
+use crate::bridge::verifiers::VerifiersEnv;
+use crate::bridge::{BridgeConfig, Lease, Pool, Worker};
 use crate::contract::{
     JudgeSource, Judgment, Manifest, Mode, Observation, RewardTiming, Step, TaskRef,
 };
+use crate::driver::{Driver, Readiness};
 use crate::env::{Environment, Episode};
 use crate::error::{Error, Result};
 use crate::policy::Policy;
 use crate::rng::{splitmix64, Rng};
-use crate::router::{Driver, Readiness};
 use crate::uri::{ParamKind, ParamSpec, Uri};
 
 /// A framework reached through the bridge.
@@ -201,9 +204,7 @@ impl Driver for BridgeDriver {
             other => other,
         })?;
         if self.scheme == "verifiers" {
-            return Ok(Arc::new(super::verifiers::VerifiersEnv::new(
-                &uri.raw, pool, &info,
-            )?));
+            return Ok(Arc::new(VerifiersEnv::new(&uri.raw, pool, &info)?));
         }
         Ok(Arc::new(BridgedEnv::new(
             self.scheme,
@@ -268,25 +269,6 @@ impl BridgedEnv {
                 .unwrap_or(10_000) as usize,
             references: Arc::new(Mutex::new(HashMap::new())),
         }
-    }
-}
-
-pub(super) fn parse<T: serde::de::DeserializeOwned>(what: &str, v: Value) -> Result<T> {
-    serde_json::from_value(v).map_err(|e| {
-        Error::Protocol(format!(
-            "bridge `{what}` reply does not fit the contract: {e}"
-        ))
-    })
-}
-
-/// A number that may arrive as "inf"/"-inf"/"nan" (the bridge's spelling of non-finite floats).
-pub(super) fn number(v: &Value) -> f64 {
-    match v {
-        Value::Number(n) => n.as_f64().unwrap_or(f64::NAN),
-        Value::String(s) if s == "inf" => f64::INFINITY,
-        Value::String(s) if s == "-inf" => f64::NEG_INFINITY,
-        Value::Bool(b) => f64::from(u8::from(*b)),
-        _ => f64::NAN,
     }
 }
 

@@ -1,0 +1,843 @@
+//! No import cycles between the library's modules.
+//!
+//! Scans `core/src/**/*.rs`, builds the graph of which file module uses which (through `use`
+//! declarations, `crate::`/`super::`/`self::` paths in code and paths through a child module
+//! declared with `mod`), and fails naming every cycle with the line that makes each edge. The
+//! unit is the file: `learn/loss.rs` and `learn/fast.rs` are two modules, and `learn/mod.rs` is a
+//! third. A name reached through a module's `use` (a re-export such as `crate::Error`) counts as
+//! a use of the module that defines it, not of the one that re-exports it, and a `pub use`
+//! itself is no use: a facade such as lib.rs names its children's items without depending on
+//! them. Code in `#[cfg(test)]` modules is left out: a test may reach anywhere.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// Cycles that are known and owned elsewhere: a strongly connected component all of whose
+/// modules are in one of these sets is tolerated until its fix is merged.
+// issue 14: the OpenAI wire rework (helper "http") breaks policy <-> recorder <-> providers, and
+// the split of drivers/nemo_gym/mod.rs (also "http") the mod.rs <-> tool_loop.rs pair; the lead
+// removes these entries after merging them.
+const KNOWN: &[&[&str]] = &[
+    &["policy", "providers", "recorder"],
+    &[
+        "drivers::nemo_gym",
+        "drivers::nemo_gym::episode",
+        "drivers::nemo_gym::tool_loop",
+    ],
+];
+
+/// One file module: its path in the crate (`crate` for lib.rs) and its code without comments,
+/// strings and `#[cfg(test)]` modules.
+struct Module {
+    name: String,
+    file: String,
+    code: Vec<char>,
+    /// Line number (1-based) of each char in `code`.
+    lines: Vec<usize>,
+    /// The names of the items it declares itself.
+    defined: BTreeSet<String>,
+    /// Its top-level `use` declarations, as (absolute path, bound name, line).
+    uses: Vec<(Vec<String>, String, usize)>,
+}
+
+/// A use of another module: the module it resolves to and where it was written.
+#[derive(Clone, Debug)]
+struct Edge {
+    to: String,
+    line: usize,
+    path: String,
+}
+
+/// Replaces comments, string and char literals with spaces (newlines kept), so paths inside
+/// them are not read as uses.
+fn strip(src: &str) -> Vec<char> {
+    let c: Vec<char> = src.chars().collect();
+    let mut out = Vec::with_capacity(c.len());
+    let blank = |ch: char| if ch == '\n' { '\n' } else { ' ' };
+    let mut i = 0;
+    while i < c.len() {
+        let at = |k: usize| c.get(i + k).copied().unwrap_or('\0');
+        if at(0) == '/' && at(1) == '/' {
+            while i < c.len() && c[i] != '\n' {
+                out.push(' ');
+                i += 1;
+            }
+        } else if at(0) == '/' && at(1) == '*' {
+            let mut depth = 0;
+            while i < c.len() {
+                if c[i] == '/' && c.get(i + 1) == Some(&'*') {
+                    depth += 1;
+                    out.extend([' ', ' ']);
+                    i += 2;
+                } else if c[i] == '*' && c.get(i + 1) == Some(&'/') {
+                    depth -= 1;
+                    out.extend([' ', ' ']);
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    out.push(blank(c[i]));
+                    i += 1;
+                }
+            }
+        } else if at(0) == 'r'
+            && (at(1) == '"' || (at(1) == '#' && (at(2) == '"' || at(2) == '#')))
+            && (i == 0 || !is_ident(c[i - 1]))
+        {
+            // A raw string: r"..." or r#"..."#, with as many #s at the end as at the start.
+            let mut hashes = 0;
+            let mut j = i + 1;
+            while c.get(j) == Some(&'#') {
+                hashes += 1;
+                j += 1;
+            }
+            j += 1;
+            while j < c.len() {
+                if c[j] == '"' && (0..hashes).all(|h| c.get(j + 1 + h) == Some(&'#')) {
+                    j += 1 + hashes;
+                    break;
+                }
+                j += 1;
+            }
+            out.extend(c[i..j.min(c.len())].iter().map(|&ch| blank(ch)));
+            i = j;
+        } else if at(0) == '"' {
+            out.push(' ');
+            i += 1;
+            while i < c.len() && c[i] != '"' {
+                if c[i] == '\\' {
+                    out.push(' ');
+                    i += 1;
+                }
+                if i < c.len() {
+                    out.push(blank(c[i]));
+                    i += 1;
+                }
+            }
+            out.push(' ');
+            i += 1;
+        } else if at(0) == '\'' && (at(1) == '\\' || at(2) == '\'') {
+            // A char literal ('x', '\n', '\u{1F600}'); a lifetime ('a) has no closing quote.
+            let mut j = i + 1;
+            if c.get(j) == Some(&'\\') {
+                j += 2;
+            } else {
+                j += 1;
+            }
+            while j < c.len() && c[j] != '\'' {
+                j += 1;
+            }
+            out.extend(c[i..(j + 1).min(c.len())].iter().map(|&ch| blank(ch)));
+            i = j + 1;
+        } else {
+            out.push(c[i]);
+            i += 1;
+        }
+    }
+    out.truncate(c.len());
+    out
+}
+
+fn is_ident(ch: char) -> bool {
+    ch.is_alphanumeric() || ch == '_'
+}
+
+/// The identifier starting at `i`, if any.
+fn ident_at(c: &[char], i: usize) -> Option<String> {
+    if i >= c.len() || !(c[i].is_alphabetic() || c[i] == '_') {
+        return None;
+    }
+    let mut j = i;
+    while j < c.len() && is_ident(c[j]) {
+        j += 1;
+    }
+    Some(c[i..j].iter().collect())
+}
+
+fn skip_ws(c: &[char], mut i: usize) -> usize {
+    while i < c.len() && c[i].is_whitespace() {
+        i += 1;
+    }
+    i
+}
+
+/// Whether the keyword `kw` stands alone at `i`.
+fn word_at(c: &[char], i: usize, kw: &str) -> bool {
+    let k: Vec<char> = kw.chars().collect();
+    c.len() >= i + k.len()
+        && c[i..i + k.len()] == k[..]
+        && (i == 0 || !is_ident(c[i - 1]))
+        && c.get(i + k.len()).map_or(true, |&ch| !is_ident(ch))
+}
+
+/// Blanks out every inline `mod name { ... }` marked `#[cfg(test)]`.
+fn drop_test_modules(c: &mut [char]) {
+    let text: String = c.iter().collect();
+    let mut from = 0;
+    while let Some(off) = text[from..].find("#[cfg(test)]") {
+        let start = from + off;
+        let chars_start = text[..start].chars().count();
+        let mut i = skip_ws(c, chars_start + "#[cfg(test)]".len());
+        if word_at(c, i, "pub") {
+            i = skip_ws(c, i + 3);
+        }
+        if word_at(c, i, "mod") {
+            let mut j = i;
+            while j < c.len() && c[j] != '{' && c[j] != ';' {
+                j += 1;
+            }
+            if j < c.len() && c[j] == '{' {
+                let mut depth = 0;
+                let mut k = j;
+                while k < c.len() {
+                    match c[k] {
+                        '{' => depth += 1,
+                        '}' => depth -= 1,
+                        _ => {}
+                    }
+                    k += 1;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                for ch in &mut c[chars_start..k] {
+                    if *ch != '\n' {
+                        *ch = ' ';
+                    }
+                }
+            }
+        }
+        from = start + 1;
+    }
+}
+
+/// The inline modules (`mod name { ... }`) open at each char: their names, outermost first.
+fn inline_scopes(c: &[char]) -> Vec<Vec<String>> {
+    let mut scopes = Vec::with_capacity(c.len());
+    let mut stack: Vec<(String, usize)> = Vec::new();
+    let mut depth = 0usize;
+    let mut pending: Option<String> = None;
+    let mut i = 0;
+    while i < c.len() {
+        if word_at(c, i, "mod") {
+            let j = skip_ws(c, i + 3);
+            if let Some(name) = ident_at(c, j) {
+                let k = skip_ws(c, j + name.len());
+                if c.get(k) == Some(&'{') {
+                    pending = Some(name);
+                }
+            }
+        }
+        match c[i] {
+            '{' => {
+                depth += 1;
+                if let Some(name) = pending.take() {
+                    stack.push((name, depth));
+                }
+            }
+            '}' => {
+                if stack.last().is_some_and(|(_, d)| *d == depth) {
+                    stack.pop();
+                }
+                depth = depth.saturating_sub(1);
+            }
+            _ => {}
+        }
+        scopes.push(stack.iter().map(|(n, _)| n.clone()).collect());
+        i += 1;
+    }
+    scopes
+}
+
+/// Expands a use tree (the text after `use`, without the `;`) into paths; an `as` alias is the
+/// last element of the pair.
+fn expand_use(tree: &str) -> Vec<(Vec<String>, String)> {
+    fn walk(s: &[char], i: &mut usize, prefix: &[String], out: &mut Vec<(Vec<String>, String)>) {
+        let mut path = prefix.to_vec();
+        loop {
+            *i = skip_ws(s, *i);
+            if *i >= s.len() {
+                break;
+            }
+            if s[*i] == '{' {
+                *i += 1;
+                loop {
+                    *i = skip_ws(s, *i);
+                    if *i >= s.len() || s[*i] == '}' {
+                        *i += 1;
+                        break;
+                    }
+                    if s[*i] == ',' {
+                        *i += 1;
+                        continue;
+                    }
+                    walk(s, i, &path, out);
+                }
+                return;
+            }
+            if s[*i] == '*' {
+                *i += 1;
+                path.push("*".into());
+                let last = "*".to_string();
+                out.push((path, last));
+                return;
+            }
+            let Some(seg) = ident_at(s, *i) else {
+                *i += 1;
+                return;
+            };
+            *i += seg.chars().count();
+            path.push(seg.clone());
+            *i = skip_ws(s, *i);
+            if s.get(*i) == Some(&':') && s.get(*i + 1) == Some(&':') {
+                *i += 2;
+                continue;
+            }
+            let mut alias = seg;
+            if word_at(s, *i, "as") {
+                *i = skip_ws(s, *i + 2);
+                if let Some(a) = ident_at(s, *i) {
+                    *i += a.chars().count();
+                    alias = a;
+                }
+            }
+            out.push((path, alias));
+            return;
+        }
+    }
+    let s: Vec<char> = tree.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    let s = if s.first() == Some(&':') {
+        &s[2..]
+    } else {
+        &s[..]
+    };
+    walk(s, &mut i, &[], &mut out);
+    out
+}
+
+/// The crate's modules by name, each with its code.
+struct Crate {
+    modules: BTreeMap<String, Module>,
+}
+
+impl Crate {
+    fn new(files: &[(String, String)]) -> Crate {
+        let mut modules = BTreeMap::new();
+        for (file, src) in files {
+            let rel = file.trim_end_matches(".rs");
+            let rel = rel.strip_suffix("/mod").unwrap_or(rel);
+            let name = if rel == "lib" {
+                "crate".to_string()
+            } else {
+                rel.replace('/', "::")
+            };
+            let mut code = strip(src);
+            drop_test_modules(&mut code);
+            let mut lines = Vec::with_capacity(code.len());
+            let mut line = 1;
+            for &ch in src.chars().collect::<Vec<_>>().iter().take(code.len()) {
+                lines.push(line);
+                if ch == '\n' {
+                    line += 1;
+                }
+            }
+            let file = file.clone();
+            let defined = definitions(&code);
+            let module = Module {
+                name: name.clone(),
+                file,
+                code,
+                lines,
+                defined,
+                uses: Vec::new(),
+            };
+            modules.insert(name, module);
+        }
+        let mut krate = Crate { modules };
+        let names: Vec<String> = krate.modules.keys().cloned().collect();
+        for name in names {
+            let uses = krate.top_uses(&name);
+            krate.modules.get_mut(&name).unwrap().uses = uses;
+        }
+        krate
+    }
+
+    /// `crate::a::b` as the segments after `crate` ("" for the root module).
+    fn segs(name: &str) -> Vec<String> {
+        if name == "crate" {
+            Vec::new()
+        } else {
+            name.split("::").map(String::from).collect()
+        }
+    }
+
+    fn module_name(segs: &[String]) -> String {
+        if segs.is_empty() {
+            "crate".into()
+        } else {
+            segs.join("::")
+        }
+    }
+
+    /// Whether `module` declares an item called `name` itself.
+    fn defines(&self, module: &str, name: &str) -> bool {
+        self.modules
+            .get(module)
+            .is_some_and(|m| m.defined.contains(name))
+    }
+
+    /// The top-level `use` declarations of a module, as (absolute path, bound name, line).
+    fn top_uses(&self, module: &str) -> Vec<(Vec<String>, String, usize)> {
+        let m = &self.modules[module];
+        let scopes = inline_scopes(&m.code);
+        let mut out = Vec::new();
+        for (i, _, tree) in use_decls(&m.code) {
+            if !scope_at(&scopes, i).is_empty() {
+                continue;
+            }
+            for (path, alias) in expand_use(&tree) {
+                if let Some(abs) = self.absolute(&m.name, &[], &path) {
+                    out.push((abs, alias, m.lines[i]));
+                }
+            }
+        }
+        out
+    }
+
+    /// A path written in module `module` (inside its inline modules `inline`) as segments from
+    /// the crate root, or None when it names something outside the crate.
+    fn absolute(&self, module: &str, inline: &[String], path: &[String]) -> Option<Vec<String>> {
+        let mut here = Self::segs(module);
+        here.extend(inline.iter().cloned());
+        let mut rest = path;
+        match rest.first().map(String::as_str) {
+            Some("crate") => {
+                here.clear();
+                rest = &rest[1..];
+            }
+            Some("self") => rest = &rest[1..],
+            Some("super") => {
+                while rest.first().map(String::as_str) == Some("super") {
+                    here.pop()?;
+                    rest = &rest[1..];
+                }
+            }
+            Some(first) => {
+                // A relative path starts at a child module of the file, or leaves the crate.
+                let mut child = here.clone();
+                child.push(first.to_string());
+                if !inline.is_empty() || !self.modules.contains_key(&Self::module_name(&child)) {
+                    return None;
+                }
+            }
+            None => return None,
+        }
+        here.extend(rest.iter().cloned());
+        Some(here)
+    }
+
+    /// The file module a crate-absolute path lands in, following imports and re-exports of the
+    /// item it names.
+    fn resolve(&self, path: &[String], depth: usize) -> String {
+        let mut n = path.len();
+        while n > 0 && !self.modules.contains_key(&Self::module_name(&path[..n])) {
+            n -= 1;
+        }
+        let module = Self::module_name(&path[..n]);
+        let Some(item) = path.get(n) else {
+            return module;
+        };
+        if depth > 8 || item == "*" || self.defines(&module, item) {
+            return module;
+        }
+        let uses = &self.modules[&module].uses;
+        if let Some((abs, _, _)) = uses.iter().find(|(_, alias, _)| alias == item) {
+            let mut target = abs.clone();
+            target.extend(path[n + 1..].iter().cloned());
+            return self.resolve(&target, depth + 1);
+        }
+        for (abs, alias, _) in uses {
+            if alias == "*" {
+                let mut target = abs[..abs.len() - 1].to_vec();
+                let from = self.resolve(&target, depth + 1);
+                if self.defines(&from, item) {
+                    target.extend(path[n..].iter().cloned());
+                    return self.resolve(&target, depth + 1);
+                }
+            }
+        }
+        module
+    }
+
+    /// Every use each module makes of another.
+    fn edges(&self) -> BTreeMap<String, Vec<Edge>> {
+        let mut graph: BTreeMap<String, Vec<Edge>> = BTreeMap::new();
+        for m in self.modules.values() {
+            let scopes = inline_scopes(&m.code);
+            let mut found: Vec<(usize, Vec<String>, Vec<String>)> = Vec::new();
+            let decls = use_decls(&m.code);
+            for (i, _, tree) in decls.iter().filter(|(i, _, _)| !is_pub(&m.code, *i)) {
+                for (path, _) in expand_use(tree) {
+                    found.push((*i, scope_at(&scopes, *i), path));
+                }
+            }
+            let in_use = |i: usize| {
+                decls
+                    .iter()
+                    .any(|(s, _, t)| i >= *s && i <= s + t.len() + 4)
+            };
+            for (i, path) in code_paths(&m.code) {
+                if !in_use(i) {
+                    found.push((i, scope_at(&scopes, i), path));
+                }
+            }
+            let out = graph.entry(m.name.clone()).or_default();
+            for (i, inline, path) in found {
+                let Some(abs) = self.absolute(&m.name, &inline, &path) else {
+                    continue;
+                };
+                let to = self.resolve(&abs, 0);
+                if to != m.name && !out.iter().any(|e| e.to == to) {
+                    out.push(Edge {
+                        to,
+                        line: m.lines[i],
+                        path: path.join("::"),
+                    });
+                }
+            }
+        }
+        graph
+    }
+}
+
+/// The names of the items declared in some code.
+fn definitions(c: &[char]) -> BTreeSet<String> {
+    let kws = [
+        "fn", "struct", "enum", "union", "trait", "type", "const", "static", "mod",
+    ];
+    let mut out = BTreeSet::new();
+    for i in 0..c.len() {
+        if i != 0 && is_ident(c[i - 1]) {
+            continue;
+        }
+        let after = if word_at(c, i, "macro_rules") {
+            Some(i + "macro_rules!".len())
+        } else {
+            kws.iter()
+                .find(|kw| word_at(c, i, kw))
+                .map(|kw| i + kw.len())
+        };
+        if let Some(j) = after {
+            if let Some(name) = ident_at(c, skip_ws(c, j)) {
+                out.insert(name);
+            }
+        }
+    }
+    out
+}
+
+/// Whether the item starting at `i` is marked `pub` (or `pub(crate)`, ...): a re-export.
+fn is_pub(c: &[char], i: usize) -> bool {
+    let mut j = i;
+    while j > 0 && c[j - 1].is_whitespace() {
+        j -= 1;
+    }
+    if j > 0 && c[j - 1] == ')' {
+        while j > 0 && c[j - 1] != '(' {
+            j -= 1;
+        }
+        j = j.saturating_sub(1);
+    }
+    j >= 3 && c[j - 3..j] == ['p', 'u', 'b'] && (j == 3 || !is_ident(c[j - 4]))
+}
+
+fn scope_at(scopes: &[Vec<String>], i: usize) -> Vec<String> {
+    scopes.get(i).cloned().unwrap_or_default()
+}
+
+/// Every `use ...;` declaration: where it starts, its inline scope (filled by the caller) and
+/// its tree.
+fn use_decls(c: &[char]) -> Vec<(usize, (), String)> {
+    let mut out = Vec::new();
+    for i in 0..c.len() {
+        if word_at(c, i, "use") {
+            let j = i + 3;
+            let mut k = j;
+            while k < c.len() && c[k] != ';' {
+                k += 1;
+            }
+            let tree: String = c[j..k].iter().collect();
+            // `use` also starts closures' `move` lists in no context, but a path must follow.
+            let t = tree.trim_start();
+            if t.starts_with(|ch: char| ch.is_alphabetic() || ch == '_' || ch == ':' || ch == '{') {
+                out.push((i, (), tree));
+            }
+        }
+    }
+    out
+}
+
+/// Paths in code (outside `use`): `crate::`, `super::`, `self::` and `name::` paths, as the
+/// position of their first char and their identifier segments.
+fn code_paths(c: &[char]) -> Vec<(usize, Vec<String>)> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < c.len() {
+        let starts = (c[i].is_alphabetic() || c[i] == '_')
+            && (i == 0 || !(is_ident(c[i - 1]) || c[i - 1] == ':'));
+        if !starts {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        let mut segs = Vec::new();
+        let mut j = i;
+        while let Some(seg) = ident_at(c, j) {
+            j += seg.chars().count();
+            segs.push(seg);
+            if c.get(j) == Some(&':') && c.get(j + 1) == Some(&':') {
+                j += 2;
+            } else {
+                break;
+            }
+        }
+        if segs.len() > 1 || (segs.len() == 1 && j > start && c.get(j - 1) == Some(&':')) {
+            out.push((start, segs));
+        }
+        i = j.max(i + 1);
+    }
+    out
+}
+
+/// The strongly connected components with more than one module (Tarjan).
+fn cycles(graph: &BTreeMap<String, Vec<Edge>>) -> Vec<Vec<String>> {
+    struct St<'a> {
+        g: &'a BTreeMap<String, Vec<Edge>>,
+        index: BTreeMap<String, usize>,
+        low: BTreeMap<String, usize>,
+        stack: Vec<String>,
+        on: BTreeSet<String>,
+        next: usize,
+        out: Vec<Vec<String>>,
+    }
+    fn visit(s: &mut St, v: &str) {
+        s.index.insert(v.into(), s.next);
+        s.low.insert(v.into(), s.next);
+        s.next += 1;
+        s.stack.push(v.into());
+        s.on.insert(v.into());
+        let tos: Vec<String> =
+            s.g.get(v)
+                .into_iter()
+                .flatten()
+                .map(|e| e.to.clone())
+                .collect();
+        for w in tos {
+            if !s.index.contains_key(&w) {
+                visit(s, &w);
+                let lw = s.low[&w];
+                let lv = s.low.get_mut(v).unwrap();
+                *lv = (*lv).min(lw);
+            } else if s.on.contains(&w) {
+                let iw = s.index[&w];
+                let lv = s.low.get_mut(v).unwrap();
+                *lv = (*lv).min(iw);
+            }
+        }
+        if s.low[v] == s.index[v] {
+            let mut comp = Vec::new();
+            loop {
+                let w = s.stack.pop().unwrap();
+                s.on.remove(&w);
+                let done = w == v;
+                comp.push(w);
+                if done {
+                    break;
+                }
+            }
+            if comp.len() > 1 {
+                comp.sort();
+                s.out.push(comp);
+            }
+        }
+    }
+    let mut s = St {
+        g: graph,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on: BTreeSet::new(),
+        next: 0,
+        out: Vec::new(),
+    };
+    for v in graph.keys() {
+        if !s.index.contains_key(v) {
+            visit(&mut s, v);
+        }
+    }
+    s.out
+}
+
+/// One cycle through the component, as the edges that make it (shortest back to `comp[0]`).
+fn one_cycle(graph: &BTreeMap<String, Vec<Edge>>, comp: &[String]) -> Vec<(String, Edge)> {
+    let inside: BTreeSet<&String> = comp.iter().collect();
+    let start = &comp[0];
+    // Breadth-first from the start, within the component, until an edge returns to it.
+    let mut prev: BTreeMap<String, (String, Edge)> = BTreeMap::new();
+    let mut queue = std::collections::VecDeque::from([start.clone()]);
+    let mut seen = BTreeSet::from([start.clone()]);
+    while let Some(v) = queue.pop_front() {
+        for e in graph.get(&v).into_iter().flatten() {
+            if !inside.contains(&e.to) {
+                continue;
+            }
+            if &e.to == start {
+                let mut path = vec![(v.clone(), e.clone())];
+                let mut at = v.clone();
+                while let Some((p, pe)) = prev.get(&at) {
+                    path.push((p.clone(), pe.clone()));
+                    at = p.clone();
+                }
+                path.reverse();
+                return path;
+            }
+            if seen.insert(e.to.clone()) {
+                prev.insert(e.to.clone(), (v.clone(), e.clone()));
+                queue.push_back(e.to.clone());
+            }
+        }
+    }
+    Vec::new()
+}
+
+/// Every cycle not listed in `known`, described with the line of each edge.
+fn report(krate: &Crate, known: &[&[&str]]) -> Vec<String> {
+    let graph = krate.edges();
+    let mut out = Vec::new();
+    for comp in cycles(&graph) {
+        if known
+            .iter()
+            .any(|k| comp.iter().all(|m| k.contains(&m.as_str())))
+        {
+            continue;
+        }
+        let mut text = format!("cycle among {{{}}}:", comp.join(", "));
+        for (from, e) in one_cycle(&graph, &comp) {
+            let file = &krate.modules[&from].file;
+            text += &format!(
+                "\n    {from} -> {} (core/src/{file}:{} `{}`)",
+                e.to, e.line, e.path
+            );
+        }
+        out.push(text);
+    }
+    out
+}
+
+fn read_tree(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            read_tree(root, &p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            let rel = p
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
+            out.push((rel, std::fs::read_to_string(&p).unwrap()));
+        }
+    }
+}
+
+#[test]
+fn core_modules_have_no_import_cycles() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    read_tree(&root, &root, &mut files);
+    assert!(
+        files.len() > 20,
+        "found only {} files under {}",
+        files.len(),
+        root.display()
+    );
+    let krate = Crate::new(&files);
+    let bad = report(&krate, KNOWN);
+    assert!(
+        bad.is_empty(),
+        "import cycles between modules:\n{}",
+        bad.join("\n")
+    );
+}
+
+fn synthetic(files: &[(&str, &str)]) -> Vec<String> {
+    let files: Vec<(String, String)> = files
+        .iter()
+        .map(|(f, s)| (f.to_string(), s.to_string()))
+        .collect();
+    report(&Crate::new(&files), &[])
+}
+
+#[test]
+fn the_scanner_sees_each_kind_of_use() {
+    // Through `use crate::`, a `super::` path in code and a child declared with `mod`.
+    let bad = synthetic(&[
+        ("lib.rs", "pub mod a; pub mod b;"),
+        ("a.rs", "use crate::b::Thing; pub struct A;"),
+        (
+            "b.rs",
+            "pub struct Thing; fn f() -> super::a::A { todo!() }",
+        ),
+    ]);
+    assert_eq!(bad.len(), 1, "{bad:?}");
+    assert!(
+        bad[0].contains("a -> b (core/src/a.rs:1 `crate::b::Thing`)"),
+        "{}",
+        bad[0]
+    );
+    assert!(bad[0].contains("b -> a"), "{}", bad[0]);
+    let bad = synthetic(&[
+        ("lib.rs", "pub mod p;"),
+        ("p/mod.rs", "mod c;\npub struct T;\nfn f() { c::g() }"),
+        ("p/c.rs", "use super::T;\npub fn g() {}"),
+    ]);
+    assert_eq!(bad.len(), 1, "{bad:?}");
+    assert!(
+        bad[0].contains("p -> p::c (core/src/p/mod.rs:3 `c::g`)"),
+        "{}",
+        bad[0]
+    );
+}
+
+#[test]
+fn the_scanner_ignores_comments_strings_tests_and_follows_re_exports() {
+    let ok = synthetic(&[
+        // lib.rs re-exports b's item; a uses it through the root, which is a use of b.
+        (
+            "lib.rs",
+            "pub mod a; pub mod b; pub use b::Thing; pub use a::*;",
+        ),
+        ("a.rs", "use crate::Thing; pub struct A;"),
+        (
+            "b.rs",
+            "pub struct Thing; // crate::a::A\nconst S: &str = \"crate::a::A\";\n\
+             /* super::a */ const C: char = '\"';\n\
+             #[cfg(test)]\nmod tests { use crate::a::A; }",
+        ),
+    ]);
+    assert!(ok.is_empty(), "{ok:?}");
+    // A glob re-export is followed too: `crate::A` is a's.
+    let bad = synthetic(&[
+        ("lib.rs", "pub mod a; pub mod b; pub use a::*;"),
+        ("a.rs", "use crate::b::B; pub struct A;"),
+        ("b.rs", "pub struct B; fn f(_: crate::A) {}"),
+    ]);
+    assert_eq!(bad.len(), 1, "{bad:?}");
+}
