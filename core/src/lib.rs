@@ -26,12 +26,18 @@ pub mod driver;
 pub mod drivers;
 pub mod env;
 pub mod error;
+// The recorder needs only part of it; `nenyax serve` (the `servers` feature) needs the rest.
+#[cfg_attr(not(feature = "servers"), allow(dead_code))]
 mod http_server;
 pub mod judges;
 pub mod kernels;
 pub mod learn;
 pub mod models;
 pub mod openai;
+// Shared by the openenv: driver (client frames) and `nenyax serve` (server frames); each alone
+// uses only its side.
+#[cfg(any(feature = "openenv", feature = "servers"))]
+#[cfg_attr(not(all(feature = "openenv", feature = "servers")), allow(dead_code))]
 mod openenv_wire;
 pub mod policy;
 pub mod recorder;
