@@ -12,20 +12,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-/// Cycles that are known and owned elsewhere: a strongly connected component all of whose
-/// modules are in one of these sets is tolerated until its fix is merged.
-// issue 14: the OpenAI wire rework (helper "http") breaks policy <-> recorder <-> providers, and
-// the split of drivers/nemo_gym/mod.rs (also "http") the mod.rs <-> tool_loop.rs pair; the lead
-// removes these entries after merging them.
-const KNOWN: &[&[&str]] = &[
-    &["policy", "providers", "recorder"],
-    &[
-        "drivers::nemo_gym",
-        "drivers::nemo_gym::episode",
-        "drivers::nemo_gym::tool_loop",
-    ],
-];
-
 /// One file module: its path in the crate (`crate` for lib.rs) and its code without comments,
 /// strings and `#[cfg(test)]` modules.
 struct Module {
@@ -713,17 +699,11 @@ fn one_cycle(graph: &BTreeMap<String, Vec<Edge>>, comp: &[String]) -> Vec<(Strin
     Vec::new()
 }
 
-/// Every cycle not listed in `known`, described with the line of each edge.
-fn report(krate: &Crate, known: &[&[&str]]) -> Vec<String> {
+/// Every cycle, described with the line of each edge.
+fn report(krate: &Crate) -> Vec<String> {
     let graph = krate.edges();
     let mut out = Vec::new();
     for comp in cycles(&graph) {
-        if known
-            .iter()
-            .any(|k| comp.iter().all(|m| k.contains(&m.as_str())))
-        {
-            continue;
-        }
         let mut text = format!("cycle among {{{}}}:", comp.join(", "));
         for (from, e) in one_cycle(&graph, &comp) {
             let file = &krate.modules[&from].file;
@@ -769,7 +749,7 @@ fn core_modules_have_no_import_cycles() {
         root.display()
     );
     let krate = Crate::new(&files);
-    let bad = report(&krate, KNOWN);
+    let bad = report(&krate);
     assert!(
         bad.is_empty(),
         "import cycles between modules:\n{}",
@@ -782,7 +762,7 @@ fn synthetic(files: &[(&str, &str)]) -> Vec<String> {
         .iter()
         .map(|(f, s)| (f.to_string(), s.to_string()))
         .collect();
-    report(&Crate::new(&files), &[])
+    report(&Crate::new(&files))
 }
 
 #[test]

@@ -10,8 +10,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{function_calls, tool_step, Api, NemoEpisode, NemoGymEnv};
-use crate::contract::{Message, Role, Step, ToolCall, Trajectory};
+use super::episode::{function_calls, tool_step, NemoEpisode};
+use super::shared::{Api, Shared};
+use crate::contract::{Message, Role, Step, TaskRef, ToolCall, Trajectory};
 use crate::env::{Episode as _, RolloutOptions};
 use crate::error::{Error, Result};
 use crate::openai::client::{Client, RetryPolicy, MAX_RESPONSE};
@@ -115,16 +116,15 @@ fn turn_text(items: &[Value]) -> String {
         .concat()
 }
 
-/// Run one tool-calling episode of row `index` with `model` into `traj`.
+/// Run one tool-calling episode of row `index` (task `full`) with `model` into `traj`.
 pub(super) fn run(
-    env: &NemoGymEnv,
+    shared: Arc<Shared>,
+    full: TaskRef,
     model: Arc<dyn ChatModel>,
     index: usize,
     opts: &RolloutOptions,
     traj: &mut Trajectory,
 ) -> Result<()> {
-    let shared = env.shared.clone();
-    let full = env.task(index);
     traj.task = Some(match traj.task.take() {
         Some(mut given) => {
             given.prompt = given.prompt.or(full.prompt.clone());
