@@ -26,8 +26,7 @@ pub mod driver;
 pub mod drivers;
 pub mod env;
 pub mod error;
-// The recorder needs only part of it; `nenyax serve` (the `servers` feature) needs the rest.
-#[cfg_attr(not(feature = "servers"), allow(dead_code))]
+#[cfg(feature = "servers")]
 mod http_server;
 pub mod judges;
 pub mod kernels;
@@ -40,6 +39,9 @@ pub mod openai;
 #[cfg_attr(not(all(feature = "openenv", feature = "servers")), allow(dead_code))]
 mod openenv_wire;
 pub mod policy;
+// Without the `servers` feature, a stand-in with the same names whose `ModelServer::start` says
+// so.
+#[cfg_attr(not(feature = "servers"), path = "recorder_unavailable.rs")]
 pub mod recorder;
 pub mod replay;
 pub mod rng;
