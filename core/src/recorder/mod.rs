@@ -6,8 +6,9 @@
 //! rollout. Each rollout gets a [`Recording`] with its own base URL,
 //! `http://127.0.0.1:<port>/r/<id>/v1`, so calls are attributed by path, never by timing. Behind
 //! a recording is either a local model ([`Backend::Model`]: a `FunctionModel`, a C callback, any
-//! [`ChatModel`]) that answers itself, or an upstream server ([`Backend::Upstream`]) the call is
-//! proxied to, streams passed through as they arrive and recorded whole.
+//! [`ChatModel`](crate::models::ChatModel)) that answers itself, or an upstream server
+//! ([`Backend::Upstream`]) the call is proxied to, streams passed through as they arrive and
+//! recorded whole.
 //!
 //! Served: `POST /v1/chat/completions` (plain and `stream: true`), `POST /v1/completions`,
 //! `POST /v1/responses`, `GET /v1/models`. Bad requests (a body over the limit, malformed JSON,

@@ -8,7 +8,7 @@
 //!
 //! - Single-turn rows (no tools): the observation is the row's input as chat messages, the
 //!   action the assistant text, the judgment `/verify`'s reward.
-//! - Tool rows: a chat model runs NeMo Gym's simple-agent tool loop here ([`tool_loop`]),
+//! - Tool rows: a chat model runs NeMo Gym's simple-agent tool loop here (`tool_loop.rs`),
 //!   every model call through the recording server; an action policy steps it from outside
 //!   (an action is a tool call, an assistant message with `tool_calls`, a list of Responses
 //!   output items, or the final text).
