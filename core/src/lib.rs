@@ -26,14 +26,22 @@ pub mod driver;
 pub mod drivers;
 pub mod env;
 pub mod error;
+#[cfg(feature = "servers")]
 mod http_server;
 pub mod judges;
 pub mod kernels;
 pub mod learn;
 pub mod models;
 pub mod openai;
+// Shared by the openenv: driver (client frames) and `nenyax serve` (server frames); each alone
+// uses only its side.
+#[cfg(any(feature = "openenv", feature = "servers"))]
+#[cfg_attr(not(all(feature = "openenv", feature = "servers")), allow(dead_code))]
 mod openenv_wire;
 pub mod policy;
+// Without the `servers` feature, a stand-in with the same names whose `ModelServer::start` says
+// so.
+#[cfg_attr(not(feature = "servers"), path = "recorder_unavailable.rs")]
 pub mod recorder;
 pub mod replay;
 pub mod rng;

@@ -208,6 +208,9 @@ mod tests {
             .filter(|l| l.contains("nenyax_") && l.contains('('))
             .count();
         assert!(declared >= 60, "the header declares {declared} functions");
-        assert!(checked >= declared, "found only {checked} of {declared} exports");
+        assert!(
+            checked >= declared,
+            "found only {checked} of {declared} exports"
+        );
     }
 }

@@ -71,8 +71,8 @@ pub fn managed_venv() -> std::path::PathBuf {
 /// How long a worker polls for the next request, and the host for its reply, before sleeping.
 /// Both poll with a yield, so a busy core still runs whatever else is runnable; on the 2-core
 /// VM of docs/performance.md this made one worker 2.5x and two workers 1.4x faster than
-/// sleeping at once, because waking a halted vCPU costs more than a whole CartPole step. `NENYAX_BRIDGE_SPIN_US=0` turns it off for a trainer that needs every
-/// idle cycle for itself.
+/// sleeping at once, because waking a halted vCPU costs more than a whole CartPole step.
+/// `NENYAX_BRIDGE_SPIN_US=0` turns it off for a trainer that needs every idle cycle for itself.
 fn spin_us() -> u64 {
     std::env::var("NENYAX_BRIDGE_SPIN_US")
         .ok()
@@ -121,7 +121,8 @@ impl Worker {
             .map_err(|e| Error::DriverUnavailable {
                 driver: "python bridge".into(),
                 missing: format!(
-                    "cannot start the interpreter `{}` ({e}); install Python 3.10+ or set NENYAX_PYTHON",
+                    "cannot start the interpreter `{}` ({e}); install Python 3.10+ or set \
+                     NENYAX_PYTHON",
                     config.python
                 ),
             })?;

@@ -1,6 +1,7 @@
 //! `verifiers:` environments in rollout mode: the environment runs its own loop in a bridge
-//! worker and calls the model itself, at the base URL of a [`Recording`] on the process's
-//! recording server, so every call lands in this rollout's trajectory.
+//! worker and calls the model itself, at the base URL of a
+//! [`Recording`](crate::recorder::Recording) on the process's recording server, so every call
+//! lands in this rollout's trajectory.
 
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;

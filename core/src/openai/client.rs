@@ -3,8 +3,10 @@
 //! cap, a `Retry-After` in seconds is honoured (under the same cap), and every other answer is
 //! returned at once. Each attempt is bounded by the policy's timeout.
 
+use serde_json::{Map, Value};
 use std::time::Duration;
 
+use super::wire::truncate;
 use ureq::http::Response;
 use ureq::Body;
 
@@ -41,6 +43,12 @@ impl RetryPolicy {
             timeout,
             ..RetryPolicy::default()
         }
+    }
+
+    /// For a model call through the recording server, which retries the upstream itself: one
+    /// attempt, bounded only by an hour (an agent's turn can be long).
+    pub fn through_recorder() -> Self {
+        RetryPolicy::once(Duration::from_secs(3600))
     }
 
     /// The wait before retry number `attempt` (0-based): the server's `Retry-After` when given,
@@ -198,6 +206,26 @@ impl Client {
         headers: &[(&str, &str)],
     ) -> Result<Answer, HttpError> {
         self.call(url, Some(body), headers)
+    }
+
+    /// POST a JSON body and read a JSON object back. A status outside 2xx, a body that cannot
+    /// be read or one that is not a JSON object is an error saying which, with the body's start.
+    pub fn post_for_object(&self, url: &str, body: &Value) -> Result<Map<String, Value>, String> {
+        let mut answer = self
+            .post_json(url, &body.to_string(), &[])
+            .map_err(|e| e.message)?;
+        let status = answer.status();
+        let text = answer.text(MAX_RESPONSE)?;
+        if !(200..300).contains(&status) {
+            return Err(format!("HTTP {status}: {}", truncate(&text, 500)));
+        }
+        match serde_json::from_str(&text) {
+            Ok(Value::Object(m)) => Ok(m),
+            _ => Err(format!(
+                "the reply is not a JSON object: {}",
+                truncate(&text, 300)
+            )),
+        }
     }
 
     /// GET, retrying under the policy.

@@ -4,9 +4,11 @@
 use serde_json::{json, Map, Value};
 
 use super::wire::Route;
+#[cfg(feature = "servers")]
 use crate::contract::Message;
 
 /// The SSE data lines that stream a local reply, ending in `[DONE]` where the API has it.
+#[cfg(feature = "servers")]
 pub(crate) fn stream_events(
     route: Route,
     response: &Map<String, Value>,
@@ -101,6 +103,7 @@ pub(crate) fn stream_events(
 
 /// Whether `tail` holds the `[DONE]` event that ends a chat or completions stream. (Responses
 /// API streams end with the connection, after their `response.completed` event.)
+#[cfg(feature = "servers")]
 pub(crate) fn stream_finished(route: Route, tail: &[u8]) -> bool {
     let done = tail.windows(12).any(|w| w == b"data: [DONE]");
     route != Route::Responses && done && (tail.ends_with(b"\n\n") || tail.ends_with(b"\r\n\r\n"))

@@ -82,6 +82,7 @@ pub(crate) fn chat_response(model: &str, reply: &Message) -> Map<String, Value> 
     }))
 }
 
+#[cfg(feature = "servers")]
 fn new_id(prefix: &str) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -90,6 +91,7 @@ fn new_id(prefix: &str) -> String {
 }
 
 /// The response body a route gives for a locally produced reply.
+#[cfg(feature = "servers")]
 pub(crate) fn local_response(route: Route, model: &str, reply: &Message) -> Map<String, Value> {
     let created = crate::contract::now_unix() as i64;
     let text = reply.text().unwrap_or_default();
@@ -138,16 +140,19 @@ pub(crate) fn reply_from_response(resp: &Map<String, Value>) -> Result<Message> 
 }
 
 /// An OpenAI-style error body.
+#[cfg(feature = "servers")]
 pub(crate) fn error_body(kind: &str, message: &str) -> Value {
     json!({"error": {"message": message, "type": kind, "param": null, "code": null}})
 }
 
 /// Whether a request asks for a stream.
+#[cfg(feature = "servers")]
 pub(crate) fn wants_stream(body: &Map<String, Value>) -> bool {
     body.get("stream").and_then(Value::as_bool).unwrap_or(false)
 }
 
 /// The conversation a request asks about, whatever the route.
+#[cfg(feature = "servers")]
 pub(crate) fn request_messages(
     route: Route,
     body: &Map<String, Value>,
@@ -199,6 +204,7 @@ pub(crate) fn request_messages(
 
 /// What a training run needs from the upstream: token ids and logprobs, asked for in the
 /// spellings vLLM and SGLang understand (OpenAI ignores `return_token_ids`).
+#[cfg(feature = "servers")]
 pub(crate) fn add_capture(route: Route, body: &mut Map<String, Value>) {
     body.entry("return_token_ids").or_insert(json!(true));
     match route {

@@ -6,8 +6,9 @@
 //! rollout. Each rollout gets a [`Recording`] with its own base URL,
 //! `http://127.0.0.1:<port>/r/<id>/v1`, so calls are attributed by path, never by timing. Behind
 //! a recording is either a local model ([`Backend::Model`]: a `FunctionModel`, a C callback, any
-//! [`ChatModel`]) that answers itself, or an upstream server ([`Backend::Upstream`]) the call is
-//! proxied to, streams passed through as they arrive and recorded whole.
+//! [`ChatModel`](crate::models::ChatModel)) that answers itself, or an upstream server
+//! ([`Backend::Upstream`]) the call is proxied to, streams passed through as they arrive and
+//! recorded whole.
 //!
 //! Served: `POST /v1/chat/completions` (plain and `stream: true`), `POST /v1/completions`,
 //! `POST /v1/responses`, `GET /v1/models`. Bad requests (a body over the limit, malformed JSON,
@@ -15,6 +16,7 @@
 //! recorded with their error when the recording is known. API keys live only in the upstream
 //! configuration: they are never part of a recorded request.
 
+mod backend;
 mod exchange;
 mod local;
 mod proxy;
@@ -29,43 +31,14 @@ use std::time::{Duration, Instant};
 use crate::contract::ModelCall;
 use crate::error::{Error, Result};
 use crate::http_server::{Conn, HttpServer, Options, Refused, Request, State};
-use crate::models::ChatModel;
 use crate::openai::wire::error_body;
+pub use backend::Backend;
 use exchange::{failed_call, respond_error, respond_json, Exchange, JSON};
 // The wire types the recorder serves stay reachable at their old paths.
 pub use crate::openai::{assemble_stream, Route, Upstream};
 
 /// Largest request body accepted, by default (a long agent transcript fits many times over).
 pub const DEFAULT_MAX_BODY: usize = 32 << 20;
-
-/// Who answers the calls of a recording.
-#[derive(Clone)]
-pub enum Backend {
-    /// A local model answers; the server makes the OpenAI-shaped responses itself.
-    Model(Arc<dyn ChatModel>),
-    /// The call is forwarded to an upstream OpenAI-compatible server.
-    Upstream(Arc<Upstream>),
-}
-
-impl Backend {
-    /// The backend for a chat model: proxied when the model is an OpenAI-compatible server
-    /// (streams, tool calls and token ids reach the caller intact), else the model answers.
-    pub fn for_model(model: Arc<dyn ChatModel>) -> Backend {
-        match model.upstream() {
-            Some(up) => Backend::Upstream(Arc::new(up)),
-            None => Backend::Model(model),
-        }
-    }
-}
-
-impl std::fmt::Debug for Backend {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Backend::Model(m) => write!(f, "Backend::Model({})", m.name()),
-            Backend::Upstream(u) => write!(f, "Backend::Upstream({})", u.base_url),
-        }
-    }
-}
 
 struct Slot {
     backend: Backend,

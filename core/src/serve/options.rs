@@ -10,7 +10,8 @@ use crate::error::{Error, Result};
 pub struct ServeOptions {
     /// Address to bind; `127.0.0.1` unless told otherwise.
     pub host: String,
-    /// Port to bind; 0 picks a free one (read it back with [`Server::addr`]).
+    /// Port to bind; 0 picks a free one (read it back with
+    /// [`Server::addr`](crate::serve::Server::addr)).
     pub port: u16,
     /// Most episode sessions (WebSocket and HTTP together) at once; more are refused with
     /// `CAPACITY_REACHED` (WS) or 503 (HTTP).

@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 
 use crate::contract::{Message, Observation, Step, Trajectory};
 use crate::error::{Error, Result};
+use crate::openai::client::{Client, RetryPolicy};
 use crate::policy::ChatModel;
 use crate::sandbox::{Exec, Sandbox};
 
@@ -217,16 +218,18 @@ fn run_batch(sb: &Sandbox, commands: &[Command], left: Duration) -> Result<Strin
 }
 
 /// Ask the model through the recording server (so every call is recorded).
-fn ask(model: &dyn ChatModel, base_url: &str, messages: &[Message]) -> Result<String> {
+fn ask(
+    client: &Client,
+    model: &dyn ChatModel,
+    base_url: &str,
+    messages: &[Message],
+) -> Result<String> {
     let body = json!({"model": model.name(), "messages": messages});
     let url = format!("{}/chat/completions", base_url.trim_end_matches('/'));
-    let resp: Value = ureq::post(&url)
-        .send_json(&body)
-        .map_err(|e| Error::Policy(format!("terminus: the model call failed: {e}")))?
-        .body_mut()
-        .read_json()
-        .map_err(|e| Error::Policy(format!("terminus: the model's reply is not JSON: {e}")))?;
-    Ok(resp["choices"][0]["message"]["content"]
+    let resp = client
+        .post_for_object(&url, &body)
+        .map_err(|m| Error::Policy(format!("terminus: the model call failed: {m}")))?;
+    Ok(Value::Object(resp)["choices"][0]["message"]["content"]
         .as_str()
         .unwrap_or_default()
         .to_string())
@@ -245,6 +248,7 @@ pub fn run(
     traj: &mut Trajectory,
 ) -> Result<String> {
     let t0 = Instant::now();
+    let client = Client::new(RetryPolicy::through_recorder());
     let mut messages = vec![Message::user(first_prompt(instruction, ""))];
     let mut pending = false;
     let mut last = String::new();
@@ -253,7 +257,7 @@ pub fn run(
         if left.is_zero() {
             break;
         }
-        let reply = ask(model, base_url, &messages)?;
+        let reply = ask(&client, model, base_url, &messages)?;
         messages.push(Message::assistant(reply.clone()));
         let (next, action, out, done) = match parse(&reply) {
             Err(e) => {

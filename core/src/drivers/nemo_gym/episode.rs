@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::http::{self, Jar};
 use super::rows::Row;
-use super::Shared;
+use super::shared::Shared;
 use crate::contract::{JudgeSource, Judgment, Message, Observation, Role, Step, TaskRef, ToolCall};
 use crate::env::Episode;
 use crate::error::{Error, Result};

@@ -8,7 +8,7 @@
 //!
 //! - Single-turn rows (no tools): the observation is the row's input as chat messages, the
 //!   action the assistant text, the judgment `/verify`'s reward.
-//! - Tool rows: a chat model runs NeMo Gym's simple-agent tool loop here ([`tool_loop`]),
+//! - Tool rows: a chat model runs NeMo Gym's simple-agent tool loop here (`tool_loop.rs`),
 //!   every model call through the recording server; an action policy steps it from outside
 //!   (an action is a tool call, an assistant message with `tool_calls`, a list of Responses
 //!   output items, or the final text).
@@ -16,6 +16,7 @@
 mod episode;
 mod http;
 mod rows;
+mod shared;
 mod tool_loop;
 
 use serde_json::{json, Map, Value};
@@ -25,17 +26,17 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::contract::{Manifest, Message, Mode, RewardTiming, TaskRef};
+use crate::contract::{Manifest, Mode, RewardTiming, TaskRef};
 use crate::env::{drive_steps, task_index, Environment, Episode, RolloutOptions};
 use crate::error::{Error, Result};
 use crate::policy::{FunctionModel, Policy};
 use crate::router::Driver;
 use crate::uri::{ParamKind, ParamSpec, Params, Uri};
 
-use episode::function_calls;
-pub(crate) use episode::{tool_step, NemoEpisode};
+use episode::NemoEpisode;
 use http::Server;
 use rows::Row;
+use shared::{Api, Shared};
 
 /// Routes every resources server has; any other POST route is a tool.
 const RESERVED: &[&str] = &[
@@ -50,15 +51,6 @@ const RESERVED: &[&str] = &[
 
 /// The `nemo_gym:` scheme.
 pub struct NemoGymDriver;
-
-/// How the tool loop calls the model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Api {
-    /// `POST /v1/responses` with the row's Responses create parameters (as NeMo Gym does).
-    Responses,
-    /// `POST /v1/chat/completions`, the parameters and items translated.
-    Chat,
-}
 
 impl Driver for NemoGymDriver {
     fn scheme(&self) -> &'static str {
@@ -299,20 +291,6 @@ fn obj(v: Value) -> Map<String, Value> {
     }
 }
 
-/// What every episode of one loaded environment shares.
-pub(crate) struct Shared {
-    id: String,
-    server: Server,
-    close_session: bool,
-    tools: Vec<String>,
-    rows: Vec<Row>,
-    api: Api,
-    max_turns: usize,
-    /// Example rollouts' model turns, by the task's prompt.
-    replay: HashMap<String, Vec<Message>>,
-    next_episode: AtomicU64,
-}
-
 /// A loaded `nemo_gym:` environment.
 struct NemoGymEnv {
     manifest: Manifest,
@@ -363,9 +341,14 @@ impl Environment for NemoGymEnv {
         let n = self.shared.rows.len() as u64;
         let index = task_index(&self.shared.id, n, opts.task.as_ref(), opts.seed)? as usize;
         match policy {
-            Policy::Chat(model) if !self.shared.rows[index].tools.is_empty() => {
-                tool_loop::run(self, model.clone(), index, opts, traj)
-            }
+            Policy::Chat(model) if !self.shared.rows[index].tools.is_empty() => tool_loop::run(
+                self.shared.clone(),
+                self.task(index),
+                model.clone(),
+                index,
+                opts,
+                traj,
+            ),
             _ => drive_steps(self, policy, opts, traj),
         }
     }

@@ -8,14 +8,13 @@ use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
-use super::{function_calls, tool_step, Api, NemoEpisode, NemoGymEnv};
-use crate::contract::{Message, Role, Step, ToolCall, Trajectory};
+use super::episode::{function_calls, tool_step, NemoEpisode};
+use super::shared::{Api, Shared};
+use crate::contract::{Message, Role, Step, TaskRef, ToolCall, Trajectory};
 use crate::env::{Episode as _, RolloutOptions};
 use crate::error::{Error, Result};
-use crate::openai::client::{Client, RetryPolicy, MAX_RESPONSE};
-use crate::openai::wire::truncate;
+use crate::openai::client::{Client, RetryPolicy};
 use crate::policy::ChatModel;
 use crate::recorder::{Backend, ModelServer};
 use crate::responses::{chat_incomplete, chat_request, items_to_messages, message_to_items};
@@ -28,22 +27,9 @@ struct Turn {
 
 /// One model call to the recording server (which retries the upstream itself).
 fn post(client: &Client, url: &str, body: &Map<String, Value>) -> Result<Map<String, Value>> {
-    let fail = |m: String| Error::Policy(format!("model call {url} failed: {m}"));
-    let mut answer = client
-        .post_json(url, &Value::Object(body.clone()).to_string(), &[])
-        .map_err(|e| fail(e.message))?;
-    let status = answer.status();
-    let text = answer.text(MAX_RESPONSE).map_err(fail)?;
-    if !(200..300).contains(&status) {
-        return Err(fail(format!("HTTP {status}: {}", truncate(&text, 500))));
-    }
-    match serde_json::from_str(&text) {
-        Ok(Value::Object(m)) => Ok(m),
-        _ => Err(fail(format!(
-            "the reply is not a JSON object: {}",
-            truncate(&text, 300)
-        ))),
-    }
+    client
+        .post_for_object(url, &Value::Object(body.clone()))
+        .map_err(|m| Error::Policy(format!("model call {url} failed: {m}")))
 }
 
 fn call_model(
@@ -115,16 +101,15 @@ fn turn_text(items: &[Value]) -> String {
         .concat()
 }
 
-/// Run one tool-calling episode of row `index` with `model` into `traj`.
+/// Run one tool-calling episode of row `index` (task `full`) with `model` into `traj`.
 pub(super) fn run(
-    env: &NemoGymEnv,
+    shared: Arc<Shared>,
+    full: TaskRef,
     model: Arc<dyn ChatModel>,
     index: usize,
     opts: &RolloutOptions,
     traj: &mut Trajectory,
 ) -> Result<()> {
-    let shared = env.shared.clone();
-    let full = env.task(index);
     traj.task = Some(match traj.task.take() {
         Some(mut given) => {
             given.prompt = given.prompt.or(full.prompt.clone());
@@ -139,7 +124,7 @@ pub(super) fn run(
     ep.model_name = model.name();
     traj.initial_observation = Some(ep.obs.clone());
     let recording = ModelServer::global()?.record(Backend::for_model(model.clone()));
-    let agent = Client::new(RetryPolicy::once(Duration::from_secs(3600)));
+    let agent = Client::new(RetryPolicy::through_recorder());
     let limit = opts.max_steps.unwrap_or(shared.max_turns).max(1);
     let params = ep.row().params().clone();
     let input = ep.row().input_items();
