@@ -30,7 +30,7 @@ use crate::contract::{Manifest, Mode, RewardTiming, TaskRef};
 use crate::env::{drive_steps, task_index, Environment, Episode, RolloutOptions};
 use crate::error::{Error, Result};
 use crate::policy::{FunctionModel, Policy};
-use crate::router::Driver;
+use crate::driver::Driver;
 use crate::uri::{ParamKind, ParamSpec, Params, Uri};
 
 use episode::NemoEpisode;

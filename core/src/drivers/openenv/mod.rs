@@ -25,7 +25,7 @@ use crate::env::{Environment, Episode};
 use crate::error::{Error, Result};
 use crate::openenv_wire::{ClientFrame, Envelope};
 use crate::policy::Policy;
-use crate::router::Driver;
+use crate::driver::Driver;
 use crate::uri::{ParamKind, ParamSpec, Params, Uri};
 
 mod link;
