@@ -27,10 +27,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::contract::{Manifest, Mode, RewardTiming, TaskRef};
+use crate::driver::Driver;
 use crate::env::{drive_steps, task_index, Environment, Episode, RolloutOptions};
 use crate::error::{Error, Result};
 use crate::policy::{FunctionModel, Policy};
-use crate::driver::Driver;
 use crate::uri::{ParamKind, ParamSpec, Params, Uri};
 
 use episode::NemoEpisode;

@@ -21,11 +21,11 @@ use crate::contract::{
     JsonMap, JudgeSource, Judgment, Manifest, Mode, Observation, Requirement, RewardTiming, Step,
     TaskRef,
 };
+use crate::driver::Driver;
 use crate::env::{Environment, Episode};
 use crate::error::{Error, Result};
 use crate::openenv_wire::{ClientFrame, Envelope};
 use crate::policy::Policy;
-use crate::driver::Driver;
 use crate::uri::{ParamKind, ParamSpec, Params, Uri};
 
 mod link;
