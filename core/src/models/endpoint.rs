@@ -102,20 +102,13 @@ impl Endpoint {
 
     /// Whole-request timeout.
     pub fn timeout(self, timeout: Duration) -> Self {
-        let p = RetryPolicy {
-            timeout,
-            ..self.client.policy()
-        };
+        let p = self.client.policy().with_timeout(timeout);
         self.retry_policy(p)
     }
 
     /// Retry policy: at most `retries` more attempts, waiting `backoff`, then doubling.
     pub fn retries(self, retries: u32, backoff: Duration) -> Self {
-        let p = RetryPolicy {
-            retries,
-            backoff,
-            ..self.client.policy()
-        };
+        let p = self.client.policy().with_retries(retries, backoff);
         self.retry_policy(p)
     }
 

@@ -36,6 +36,20 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
+    /// This policy with another whole-call timeout.
+    pub fn with_timeout(self, timeout: Duration) -> Self {
+        RetryPolicy { timeout, ..self }
+    }
+
+    /// This policy with at most `retries` more attempts, waiting `backoff`, then doubling.
+    pub fn with_retries(self, retries: u32, backoff: Duration) -> Self {
+        RetryPolicy {
+            retries,
+            backoff,
+            ..self
+        }
+    }
+
     /// No retries (for calls that must not be repeated), each attempt bounded by `timeout`.
     pub fn once(timeout: Duration) -> Self {
         RetryPolicy {

@@ -58,20 +58,13 @@ impl Upstream {
 
     /// Whole-call timeout.
     pub fn timeout(self, timeout: Duration) -> Self {
-        let p = RetryPolicy {
-            timeout,
-            ..self.client.policy()
-        };
+        let p = self.client.policy().with_timeout(timeout);
         self.retry_policy(p)
     }
 
     /// At most `retries` more attempts on refused connections, 429 and 5xx.
     pub fn retries(self, retries: u32, backoff: Duration) -> Self {
-        let p = RetryPolicy {
-            retries,
-            backoff,
-            ..self.client.policy()
-        };
+        let p = self.client.policy().with_retries(retries, backoff);
         self.retry_policy(p)
     }
 
