@@ -452,7 +452,7 @@ fn a_large_batch_in_parallel_equals_its_rows_one_by_one() {
 /// a case fixes a batch-specific value (Dr. GRPO's divisor), the override is the only change.
 #[test]
 fn the_named_learners_are_the_golden_presets() {
-    use nenyax::learn::{Learner, LEARNERS};
+    use nenyax::learn::{Algorithm, LEARNERS};
     let g = golden();
     let pairs = [
         (
@@ -490,23 +490,75 @@ fn the_named_learners_are_the_golden_presets() {
     }
     // Every preset survives a JSON round trip, and an override changes just that knob.
     for l in LEARNERS {
-        assert_eq!(Learner::from_json(&l.to_json()).unwrap(), *l, "{}", l.name);
+        assert_eq!(
+            Algorithm::from_json(&l.to_json()).unwrap(),
+            *l,
+            "{}",
+            l.name
+        );
     }
     let dapo =
-        Learner::from_json(&serde_json::json!({"learner": "dapo", "clip_high": 0.3})).unwrap();
+        Algorithm::from_json(&serde_json::json!({"learner": "dapo", "clip_high": 0.3})).unwrap();
     assert!(dapo.dapo_filter);
     assert_eq!(dapo.loss.to_json()["clip_high"], 0.3);
     assert_eq!(
         Estimator::from_json(&serde_json::json!({"learner": "grpo_trl"})).unwrap(),
         Estimator::GRPO_TRL
     );
-    let e = Learner::from_json(&serde_json::json!({"learner": "ppo"})).unwrap_err();
+    let e = Algorithm::from_json(&serde_json::json!({"learner": "ppo"})).unwrap_err();
     assert!(e.to_string().contains("unknown learner \"ppo\""), "{e}");
-    let e = Learner::from_json(
+    // A bare loss config (what nenyax_pg_loss takes) is a `pg` learner whose advantages the
+    // caller computes: accepted, and written back without an estimator.
+    let pg = Algorithm::from_json(
         &serde_json::json!({"learner": "pg", "loss": "reinforce", "agg": "token-mean"}),
     )
-    .unwrap_err();
-    assert!(e.to_string().contains("`estimator` is required"), "{e}");
+    .unwrap();
+    assert_eq!(pg.estimator, None);
+    let every_knob = serde_json::json!({"loss": "ppo_clip", "clip_low": 0.2, "clip_high": 0.28,
+        "dual_clip_c": 3.0, "agg": "seq-mean-token-sum-norm", "agg_divisor": 64.0,
+        "kl": {"estimator": "k3", "coef": 0.01, "clamp": true}, "entropy_coef": 0.001});
+    let a = Algorithm::from_json(&every_knob).unwrap();
+    assert_eq!(a.loss, PgConfig::from_json(&every_knob).unwrap());
+    // Typos are errors that name the knob, the closest accepted one and all of them.
+    for (cfg, typo, meant) in [
+        (
+            serde_json::json!({"learner": "dapo", "clip_hi": 0.3}),
+            "clip_hi",
+            "clip_high",
+        ),
+        (
+            serde_json::json!({"learner": "grpo", "epss": 1e-6}),
+            "epss",
+            "eps",
+        ),
+        (
+            serde_json::json!({"loss": "reinforce", "agg": "token-mean", "entropy_coeff": 0.1}),
+            "entropy_coeff",
+            "entropy_coef",
+        ),
+    ] {
+        let e = Algorithm::from_json(&cfg).unwrap_err().to_string();
+        assert!(e.contains(&format!("`{typo}`")), "{e}");
+        assert!(e.contains(&format!("did you mean `{meant}`")), "{e}");
+        assert!(
+            e.contains("accepted: learner, dapo_filter, estimator"),
+            "{e}"
+        );
+    }
+    let e = PgConfig::from_json(
+        &serde_json::json!({"loss": "reinforce", "agg": "token-mean",
+        "kl": {"estimator": "k3", "coeff": 0.1}}),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("`coeff`") && e.contains("did you mean `coef`"),
+        "{e}"
+    );
+    let e = Estimator::from_json(&serde_json::json!({"estimator": "grpo", "std": "group"}))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`std`") && e.contains("std_scope"), "{e}");
 }
 
 /// Token-level advantages (REINFORCE++) go straight into the loss. With gamma = 1 each row's

@@ -69,13 +69,14 @@ const (
 	StatusCudaUnavailable   Status = C.NENYAX_STATUS_CUDA_UNAVAILABLE
 	StatusCuda              Status = C.NENYAX_STATUS_CUDA
 	StatusCapacity          Status = C.NENYAX_STATUS_CAPACITY
+	StatusTraining          Status = C.NENYAX_STATUS_TRAINING
 )
 
 var statusNames = [...]string{
 	"OK", "InvalidArgument", "InvalidURI", "UnknownScheme", "DriverUnavailable",
 	"UnknownTarget", "UnknownParameter", "InvalidParameter", "Unsupported", "PolicyMismatch",
 	"Policy", "InvalidAction", "Environment", "NonFiniteScore", "Judge", "Define", "Endpoint",
-	"Protocol", "Config", "IO", "Callback", "Panic", "CudaUnavailable", "Cuda", "Capacity",
+	"Protocol", "Config", "IO", "Callback", "Panic", "CudaUnavailable", "Cuda", "Capacity", "Training",
 }
 
 func (s Status) String() string {

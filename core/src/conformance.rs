@@ -479,6 +479,7 @@ pub fn check(env: &Arc<dyn Environment>, factory: Option<Factory>, opts: &CheckO
                 .map(|(i, t)| Job {
                     task: t.clone().map(Arc::new),
                     seed: Some(i as i64),
+                    context: None,
                 })
                 .collect();
             let par = runner.collect(env, probe, jobs, None)?;

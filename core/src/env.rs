@@ -14,7 +14,7 @@ use crate::contract::{
     JudgeSource, Judgment, Manifest, Mode, Observation, Step, TaskRef, Trajectory,
 };
 use crate::error::{panic_message, Error, Result};
-use crate::policy::{ChatPolicy, Policy};
+use crate::policy::{CallLog, ChatPolicy, EpisodeContext, Policy};
 
 /// One live step-mode episode, as a driver implements it.
 pub trait Episode: Send {
@@ -40,7 +40,8 @@ pub trait Episode: Send {
 }
 
 /// Where and how to roll out one episode; in JSON (the C ABI's rollout and session options)
-/// {"task": TaskRef, "seed": int, "max_steps": int}, every field optional.
+/// {"task": TaskRef, "seed": int, "max_steps": int, "context": EpisodeContext}, every field
+/// optional.
 #[derive(Debug, Clone, Default, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RolloutOptions {
@@ -50,6 +51,9 @@ pub struct RolloutOptions {
     pub seed: Option<i64>,
     /// Step limit; `None` uses the environment's default.
     pub max_steps: Option<usize>,
+    /// Which episode this is, for per-episode policies; `None`: a plain run of this task and
+    /// seed ([`EpisodeContext::plain`]). When given it is recorded in `metadata.episode`.
+    pub context: Option<EpisodeContext>,
 }
 
 impl RolloutOptions {
@@ -59,7 +63,15 @@ impl RolloutOptions {
             task,
             seed,
             max_steps: None,
+            context: None,
         }
+    }
+
+    /// The episode's context: the given one, or a plain run's.
+    pub fn episode(&self) -> EpisodeContext {
+        self.context.clone().unwrap_or_else(|| {
+            EpisodeContext::plain(self.task.as_ref().map(|t| t.id.clone()), self.seed)
+        })
     }
 }
 
@@ -132,7 +144,23 @@ pub trait Environment: Send + Sync {
     fn rollout(&self, policy: &Policy, opts: &RolloutOptions) -> Trajectory {
         let mut traj = Trajectory::start(self.id(), self.mode(), opts.task.clone(), opts.seed);
         let t0 = Instant::now();
-        if let Err(e) = guard(|| self.drive(policy, opts, &mut traj)) {
+        if let Some(ctx) = &opts.context {
+            traj.metadata.insert("episode".into(), ctx.to_json());
+        }
+        let result = match policy {
+            Policy::PerEpisode(_) => {
+                let log = CallLog::default();
+                let r = guard(|| {
+                    let p = policy.for_episode(&opts.episode(), &log)?;
+                    self.drive(&p, opts, &mut traj)
+                });
+                // What the policy recorded is kept, also when the episode failed part-way.
+                traj.model_calls.extend(log.take());
+                r
+            }
+            _ => guard(|| self.drive(policy, opts, &mut traj)),
+        };
+        if let Err(e) = result {
             traj.fail(&e);
         }
         traj.duration_s = Some(t0.elapsed().as_secs_f64());
@@ -225,6 +253,15 @@ pub fn drive_steps<E: Environment + ?Sized>(
             "{} is a step environment; native agent `{name}` drives task-mode environments only",
             manifest.id
         )))
+        }
+        Policy::PerEpisode(_) => {
+            let ctx = opts.episode();
+            return drive_steps(
+                env,
+                &policy.for_episode(&ctx, &CallLog::default())?,
+                opts,
+                traj,
+            );
         }
     };
     let limit = opts

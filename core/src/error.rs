@@ -140,6 +140,10 @@ pub enum Error {
     /// A configuration value that does not fit.
     #[error("{0}")]
     Config(String),
+    /// A training round could not update: a trainer callback failed or returned non-finite
+    /// log-probabilities, or every trace of the batch was masked (the message says why).
+    #[error("{0}")]
+    Training(String),
     /// No usable GPU: no NVIDIA driver, no device, or no NVRTC; the CPU path still works.
     #[error("CUDA unavailable: {0}")]
     CudaUnavailable(String),
@@ -182,6 +186,7 @@ impl Error {
             Error::Protocol(_) => "ProtocolError",
             Error::Capacity { .. } => "CapacityReached",
             Error::Config(_) => "ConfigError",
+            Error::Training(_) => "TrainingError",
             Error::CudaUnavailable(_) => "CudaUnavailable",
             Error::Cuda(_) => "CudaError",
             Error::Sandbox(_) => "SandboxError",

@@ -51,6 +51,7 @@ pub mod sandbox;
 // Without the `servers` feature, a stand-in with the same names whose `Server::start` says so.
 #[cfg_attr(not(feature = "servers"), path = "serve_unavailable.rs")]
 pub mod serve;
+pub mod train;
 pub mod uri;
 
 // Old homes of the provider presets and the Responses-API conversions.
@@ -63,8 +64,11 @@ pub use driver::{Driver, Readiness};
 pub use env::{Environment, Episode, RolloutOptions, Session};
 pub use error::{Error, Result};
 pub use judges::{with_judge, Judge};
-pub use policy::{ChatModel, ChatPolicy, Endpoint, FunctionModel, Policy};
+pub use policy::{
+    CallLog, ChatModel, ChatPolicy, Endpoint, EpisodeContext, FunctionModel, Phase, Policy,
+};
 pub use recorder::{Backend, ModelServer, Recording, Upstream};
 pub use router::{load, Registry};
 pub use runner::{plan, Job, Runner};
 pub use serve::{ServeOptions, Server};
+pub use train::{train, Learner, TrainOptions, TrainReport};

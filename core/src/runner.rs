@@ -14,7 +14,7 @@ use std::time::Instant;
 use crate::contract::{TaskRef, Trajectory};
 use crate::env::{Environment, RolloutOptions};
 use crate::error::{Error, Result};
-use crate::policy::Policy;
+use crate::policy::{EpisodeContext, Policy};
 
 /// One rollout to run.
 #[derive(Debug, Clone)]
@@ -24,6 +24,9 @@ pub struct Job {
     pub task: Option<Arc<TaskRef>>,
     /// The seed.
     pub seed: Option<i64>,
+    /// Which episode this is, for per-episode policies (a training round, group and member);
+    /// `None`: a plain run.
+    pub context: Option<EpisodeContext>,
 }
 
 /// `n` jobs: the environment's tasks in order (cycled when `n` exceeds them), or seeded
@@ -34,6 +37,7 @@ pub fn plan(env: &dyn Environment, n: usize, seed: i64) -> Result<Vec<Job>> {
         .map(|i| Job {
             task: (!tasks.is_empty()).then(|| tasks[i % tasks.len()].clone()),
             seed: Some(seed + i as i64),
+            context: None,
         })
         .collect())
 }
@@ -69,6 +73,7 @@ impl RunOptions {
                     .map(|i| Job {
                         task: Some(tasks[i % tasks.len()].clone()),
                         seed: Some(seed + i as i64),
+                        context: None,
                     })
                     .collect())
             }
@@ -283,6 +288,7 @@ impl Runner {
                             task: job.task.as_deref().cloned(),
                             seed: job.seed,
                             max_steps,
+                            context: job.context.clone(),
                         };
                         // rollout() never panics; a closed receiver means the caller stopped.
                         if done_tx.send((i, env.rollout(policy, &opts))).is_err() {

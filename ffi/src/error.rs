@@ -60,6 +60,9 @@ pub enum nenyax_status_t {
     /// A server refused a session because it is at its session limit (the message is the
     /// server's own); retry later or open fewer sessions.
     NENYAX_STATUS_CAPACITY = 24,
+    /// A training round could not update: a trainer callback failed or returned non-finite
+    /// log-probabilities, or every trace was masked (the message says why).
+    NENYAX_STATUS_TRAINING = 25,
 }
 
 use nenyax_status_t::*;
@@ -104,6 +107,7 @@ fn status_of(e: &Error) -> nenyax_status_t {
         Error::Endpoint { .. } => NENYAX_STATUS_ENDPOINT,
         Error::Protocol(_) => NENYAX_STATUS_PROTOCOL,
         Error::Capacity { .. } => NENYAX_STATUS_CAPACITY,
+        Error::Training(_) => NENYAX_STATUS_TRAINING,
         Error::Config(_) => NENYAX_STATUS_CONFIG,
         Error::Io { .. } => NENYAX_STATUS_IO,
         Error::Sandbox(_) => NENYAX_STATUS_ENVIRONMENT,

@@ -194,7 +194,7 @@ pub unsafe extern "C" fn nenyax_learner_json(
 ) -> *mut nenyax_error_t {
     boundary(|| {
         let v = json_object_arg(config_json, config_len, "config_json")?;
-        let learner = nenyax_core::learn::Learner::from_json(&v)?;
+        let learner = nenyax_core::learn::Algorithm::from_json(&v)?;
         out_param(out, to_string_out(learner.to_json().to_string()))
     })
 }

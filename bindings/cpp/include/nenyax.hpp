@@ -107,6 +107,7 @@ inline const char* status_name(nenyax_status_t status) noexcept {
     case NENYAX_STATUS_CUDA_UNAVAILABLE: return "NENYAX_STATUS_CUDA_UNAVAILABLE";
     case NENYAX_STATUS_CUDA: return "NENYAX_STATUS_CUDA";
     case NENYAX_STATUS_CAPACITY: return "NENYAX_STATUS_CAPACITY";
+    case NENYAX_STATUS_TRAINING: return "NENYAX_STATUS_TRAINING";
   }
   return "NENYAX_STATUS_<unknown>";
 }

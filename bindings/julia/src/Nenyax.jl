@@ -72,12 +72,13 @@ const STATUS_PANIC = Int32(21)
 const STATUS_CUDA_UNAVAILABLE = Int32(22)
 const STATUS_CUDA = Int32(23)
 const STATUS_CAPACITY = Int32(24)
+const STATUS_TRAINING = Int32(25)
 
 const STATUS_NAMES = ("OK", "InvalidArgument", "InvalidURI", "UnknownScheme",
     "DriverUnavailable", "UnknownTarget", "UnknownParameter", "InvalidParameter",
     "Unsupported", "PolicyMismatch", "Policy", "InvalidAction", "Environment",
     "NonFiniteScore", "Judge", "Define", "Endpoint", "Protocol", "Config", "IO", "Callback",
-    "Panic", "CudaUnavailable", "Cuda", "Capacity")
+    "Panic", "CudaUnavailable", "Cuda", "Capacity", "Training")
 
 status_name(s::Integer) = 0 <= s < length(STATUS_NAMES) ? STATUS_NAMES[s+1] : "Status($s)"
 

@@ -408,6 +408,8 @@ impl Guess {
         m.num_tasks = Some(size);
         m.action_schema = Some(obj(json!({
             "type": ["integer", "string"],
+            "minimum": 1,
+            "maximum": high,
             "description": "the guess, or reply text whose last number is the guess"
         })));
         m.observation_schema = Some(obj(json!({

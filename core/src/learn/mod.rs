@@ -18,10 +18,56 @@ pub use loss::{pg_loss, pg_loss_into};
 
 use serde_json::{json, Value};
 
-use crate::error::{Error, Result};
+use crate::error::{suggest, Error, Result};
 
 fn config_err(msg: String) -> Error {
     Error::Config(msg)
+}
+
+/// The knobs of an advantage estimator, as its JSON spells them.
+pub const ESTIMATOR_KEYS: &[&str] = &["estimator", "eps", "singleton", "std_scope"];
+/// The knobs of a policy loss, as its JSON spells them.
+pub const LOSS_KEYS: &[&str] = &[
+    "loss",
+    "clip_low",
+    "clip_high",
+    "dual_clip_c",
+    "agg",
+    "trl_rows",
+    "agg_divisor",
+    "kl",
+    "entropy_coef",
+];
+/// The knobs of a KL penalty (`kl = {...}`).
+pub const KL_KEYS: &[&str] = &["estimator", "coef", "clamp"];
+/// Keys of a named learner's JSON beyond the estimator's and the loss's.
+pub const ALGORITHM_KEYS: &[&str] = &["learner", "dapo_filter"];
+
+/// Every key of `obj` must be one of `accepted`: a typo is an error naming it, the closest
+/// accepted key and all of them, never a silently ignored knob.
+pub fn check_keys<'a>(
+    obj: &serde_json::Map<String, Value>,
+    what: &str,
+    accepted: impl IntoIterator<Item = &'a str> + Clone,
+) -> Result<()> {
+    for k in obj.keys() {
+        if !accepted.clone().into_iter().any(|a| a == k) {
+            let hint = suggest(k, accepted.clone())
+                .map(|s| format!(" (did you mean `{s}`?)"))
+                .unwrap_or_default();
+            let all: Vec<&str> = accepted.into_iter().collect();
+            return Err(config_err(format!(
+                "{what} has no knob `{k}`{hint}; accepted: {}",
+                all.join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn as_object<'a>(v: &'a Value, what: &str) -> Result<&'a serde_json::Map<String, Value>> {
+    v.as_object()
+        .ok_or_else(|| config_err(format!("{what} must be a JSON object, got {v}")))
 }
 
 impl Estimator {
@@ -30,13 +76,18 @@ impl Estimator {
     /// "std_scope": "group" | "batch"}`.
     pub fn from_json(v: &Value) -> Result<Estimator> {
         if v.get("learner").is_some() && v.get("estimator").is_none() {
-            return Learner::from_json(v)?.estimator.ok_or_else(|| {
+            return Algorithm::from_json(v)?.estimator.ok_or_else(|| {
                 config_err(
                     "this learner's advantages are per token (REINFORCE++); use reinforce_pp"
                         .into(),
                 )
             });
         }
+        check_keys(
+            as_object(v, "an estimator config")?,
+            "an estimator",
+            ESTIMATOR_KEYS.iter().copied(),
+        )?;
         let name = v
             .get("estimator")
             .and_then(Value::as_str)
@@ -90,7 +141,15 @@ impl PgConfig {
     /// "entropy_coef"}`.
     pub fn from_json(p: &Value) -> Result<PgConfig> {
         if p.get("learner").is_some() {
-            return Ok(Learner::from_json(p)?.loss);
+            return Ok(Algorithm::from_json(p)?.loss);
+        }
+        check_keys(
+            as_object(p, "a loss config")?,
+            "a loss",
+            LOSS_KEYS.iter().copied(),
+        )?;
+        if let Some(k) = p.get("kl").filter(|k| !k.is_null()) {
+            check_keys(as_object(k, "`kl`")?, "`kl`", KL_KEYS.iter().copied())?;
         }
         let f = |k: &str| p.get(k).and_then(Value::as_f64);
         let need =
@@ -229,10 +288,10 @@ impl PgConfig {
     }
 }
 
-/// A named learner: how it turns rewards into advantages and advantages into a loss
-/// (the presets table of pg-math.md §3).
+/// A named learning algorithm: how it turns rewards into advantages and advantages into a loss
+/// (the presets table of pg-math.md §3). The learners of [`crate::train`] run it.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Learner {
+pub struct Algorithm {
     /// Its name.
     pub name: &'static str,
     /// The group estimator; none: REINFORCE++'s token-level whitening ([`reinforce_pp`]).
@@ -256,8 +315,8 @@ const fn learner(
     surrogate: Surrogate,
     aggregation: Aggregation,
     kl: Option<Kl>,
-) -> Learner {
-    Learner {
+) -> Algorithm {
+    Algorithm {
         name,
         estimator,
         dapo_filter,
@@ -272,7 +331,7 @@ const fn learner(
 
 /// Every named learner. `grpo` follows verl (the trainer most GRPO runs at scale use);
 /// `grpo_trl` follows TRL with the paper's KL coefficient.
-pub const LEARNERS: &[Learner] = &[
+pub const LEARNERS: &[Algorithm] = &[
     learner(
         "grpo",
         Some(Estimator::GRPO_VERL),
@@ -360,9 +419,9 @@ pub const LEARNERS: &[Learner] = &[
     ),
 ];
 
-impl Learner {
+impl Algorithm {
     /// A named preset (see [`LEARNERS`]).
-    pub fn preset(name: &str) -> Result<Learner> {
+    pub fn preset(name: &str) -> Result<Algorithm> {
         LEARNERS
             .iter()
             .find(|l| l.name == name)
@@ -377,16 +436,33 @@ impl Learner {
     }
 
     /// `{"learner": "<preset>", <any knob of PgConfig or Estimator JSON to override>}`, or
-    /// `{"learner": "pg", "estimator": ..., "loss": ..., "agg": ...}` with every knob given.
-    pub fn from_json(v: &Value) -> Result<Learner> {
-        let obj = v
-            .as_object()
-            .ok_or_else(|| config_err("a learner config must be a JSON object".into()))?;
-        let name = obj.get("learner").and_then(Value::as_str).unwrap_or("pg");
+    /// `{"learner": "pg", "estimator": ..., "loss": ..., "agg": ...}` with every knob given
+    /// (`"learner"` may be left out: a bare loss config, as `nenyax_pg_loss` takes, is a `pg`
+    /// learner whose advantages the caller computes). Every key must be a known knob.
+    pub fn from_json(v: &Value) -> Result<Algorithm> {
+        let obj = as_object(v, "a learner config")?;
+        check_keys(
+            obj,
+            "a learner",
+            ALGORITHM_KEYS
+                .iter()
+                .chain(ESTIMATOR_KEYS)
+                .chain(LOSS_KEYS)
+                .copied(),
+        )?;
+        let name = match obj.get("learner") {
+            None => "pg",
+            Some(Value::String(s)) => s.as_str(),
+            Some(other) => {
+                return Err(config_err(format!(
+                    "`learner` must be a name such as \"grpo\", got {other}"
+                )))
+            }
+        };
         let base = if name == "pg" {
             None
         } else {
-            Some(Learner::preset(name)?)
+            Some(Algorithm::preset(name)?)
         };
         let mut loss = base.map_or_else(|| json!({}), |l| l.loss.to_json());
         let mut est = base
@@ -399,18 +475,20 @@ impl Learner {
                 _ => loss[k] = x.clone(),
             }
         }
+        // A generic `pg` without an estimator is a loss whose advantages the caller computes
+        // (what `nenyax_pg_loss` takes); training one needs an estimator (train says so).
         let estimator = if est.get("estimator").is_some() {
             Some(Estimator::from_json(&est)?)
-        } else if base.is_some_and(|l| l.estimator.is_none()) {
-            None
-        } else {
+        } else if est.as_object().is_some_and(|o| !o.is_empty()) && base.is_none() {
             return Err(config_err(
-                "`estimator` is required for a generic \"pg\" learner".into(),
+                "`eps`, `singleton` and `std_scope` need an `estimator` (e.g. \"grpo\")".into(),
             ));
+        } else {
+            None
         };
         let loss = PgConfig::from_json(&loss)?;
         loss.validate()?;
-        Ok(Learner {
+        Ok(Algorithm {
             name: base.map_or("pg", |l| l.name),
             estimator,
             dapo_filter: obj
@@ -421,7 +499,7 @@ impl Learner {
         })
     }
 
-    /// The JSON [`Learner::from_json`] reads back.
+    /// The JSON [`Algorithm::from_json`] reads back.
     pub fn to_json(&self) -> Value {
         let mut v = self.loss.to_json();
         if let Some(e) = self.estimator {

@@ -398,6 +398,12 @@ impl Environment for HarborEnv {
                      or a chat model, not an action policy"
                         .into(),
                 )),
+                // rollout() resolves these; a direct drive() resolves it here.
+                Policy::PerEpisode(_) => {
+                    let log = crate::policy::CallLog::default();
+                    let p = policy.for_episode(&opts.episode(), &log)?;
+                    return self.drive(&p, opts, traj);
+                }
             };
         traj.initial_observation = Some(Observation::text(task.steps[0].instruction.clone()));
         traj.metadata.insert("agent".into(), json!(agent_name));

@@ -1,0 +1,289 @@
+//! Learners by name, from a config (`{"use": "grpo", ...knobs}`), every knob checked.
+
+use serde_json::{Map, Value};
+use std::sync::Arc;
+
+use super::incontext::InContext;
+use super::pg::{Objective, PgLearner, PgOptions, Trainer};
+use super::softmax::{SoftmaxOptions, SoftmaxPolicy};
+use super::trace::Turns;
+use super::Learner;
+use crate::env::Environment;
+use crate::error::{suggest, Error, Result};
+use crate::learn::{check_keys, Algorithm, ALGORITHM_KEYS, ESTIMATOR_KEYS, LOSS_KEYS};
+use crate::models::ChatModel;
+
+/// Every learner name `train` accepts, as the product description lists them (plus `grpo_trl`,
+/// TRL's GRPO conventions).
+pub const NAMES: &[&str] = &[
+    "incontext",
+    "grpo",
+    "grpo_trl",
+    "dr_grpo",
+    "dapo",
+    "rloo",
+    "reinforce",
+    "reinforce_pp",
+    "gspo",
+    "pg",
+    "rft",
+    "dpo",
+    "tinker",
+];
+
+/// What a learner may need besides its config: the environment (to size the built-in policy),
+/// a chat model (for `incontext`), a host's trainer (for the weight learners).
+#[derive(Default)]
+pub struct LearnerParts {
+    /// The environment it will train on.
+    pub env: Option<Arc<dyn Environment>>,
+    /// The chat model (`incontext`).
+    pub model: Option<Arc<dyn ChatModel>>,
+    /// The trainer that owns the weights; `None`: the config's (`trainer = "builtin"`).
+    pub trainer: Option<Box<dyn Trainer>>,
+}
+
+/// Run-control knobs every weight learner takes.
+const RUN_KEYS: &[&str] = &[
+    "use",
+    "epochs",
+    "minibatches",
+    "turns",
+    "old_logp",
+    "trainer",
+];
+
+fn err(msg: String) -> Error {
+    Error::Config(msg)
+}
+
+fn get_f64(cfg: &Map<String, Value>, k: &str, default: f64) -> Result<f64> {
+    match cfg.get(k) {
+        None => Ok(default),
+        Some(v) => v
+            .as_f64()
+            .filter(|x| x.is_finite())
+            .ok_or_else(|| err(format!("`{k}` must be a finite number, got {v}"))),
+    }
+}
+
+fn get_usize(cfg: &Map<String, Value>, k: &str, default: usize) -> Result<usize> {
+    match cfg.get(k) {
+        None => Ok(default),
+        Some(v) => v
+            .as_u64()
+            .map(|x| x as usize)
+            .ok_or_else(|| err(format!("`{k}` must be a whole number >= 0, got {v}"))),
+    }
+}
+
+/// A learner from `config`: a name (`"grpo"`) or a table `{"use": "<name>", <knobs>}`. An
+/// unknown name or knob is an error naming it, the closest accepted one and all of them.
+///
+/// - `incontext`: `shots`, `capacity`, `min_score`, `budget_chars`; needs `parts.model`.
+/// - `grpo`, `grpo_trl`, `dr_grpo`, `dapo`, `rloo`, `reinforce`, `reinforce_pp`, `gspo`:
+///   any knob of [`Algorithm::from_json`] to override the preset; `pg`: every knob.
+/// - `rft`: `min_score` (default 1); `dpo`: `beta` (default 0.1).
+/// - every weight learner: `epochs`, `minibatches`, `turns` (`"join"` | `"split"`),
+///   `old_logp` (`"recompute"` | `"sampled"`), `gamma` (REINFORCE++), and `trainer`: the
+///   host's (`parts.trainer`), or `"builtin"` / `{use = "builtin", hidden, lr, seed,
+///   greedy_eval, max_grad_norm}`, the built-in softmax policy.
+/// - `tinker` is an error saying why it is not available.
+pub fn learner(config: &Value, parts: LearnerParts) -> Result<Box<dyn Learner>> {
+    let cfg: Map<String, Value> = match config {
+        Value::String(s) => {
+            let mut m = Map::new();
+            m.insert("use".into(), Value::String(s.clone()));
+            m
+        }
+        Value::Object(o) => o.clone(),
+        other => {
+            return Err(err(format!(
+                "a learner is a name or a table with `use`, got {other}"
+            )))
+        }
+    };
+    let name = cfg
+        .get("use")
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            err(format!(
+                "the learner needs `use = \"<name>\"`; one of {}",
+                NAMES.join(", ")
+            ))
+        })?
+        .to_string();
+    if !NAMES.contains(&name.as_str()) {
+        let hint = suggest(&name, NAMES.iter().copied())
+            .map(|s| format!(" (did you mean `{s}`?)"))
+            .unwrap_or_default();
+        return Err(err(format!(
+            "unknown learner `{name}`{hint}; known: {}",
+            NAMES.join(", ")
+        )));
+    }
+    match name.as_str() {
+        "incontext" => {
+            check_keys(
+                &cfg,
+                "learner `incontext`",
+                ["use", "shots", "capacity", "min_score", "budget_chars"],
+            )?;
+            let model = parts.model.ok_or_else(|| {
+                err(
+                    "learner `incontext` needs a chat model: give [model] (provider and name, \
+                     or base_url) or --provider/--model"
+                        .into(),
+                )
+            })?;
+            let mut l = InContext::new(model);
+            l.shots = get_usize(&cfg, "shots", l.shots)?;
+            l.capacity = get_usize(&cfg, "capacity", l.capacity)?.max(1);
+            l.min_score = get_f64(&cfg, "min_score", l.min_score)?;
+            l.budget_chars = get_usize(&cfg, "budget_chars", l.budget_chars)?;
+            Ok(Box::new(l))
+        }
+        "tinker" => Err(Error::DriverUnavailable {
+            driver: "learner tinker".into(),
+            missing: "not available: Thinking Machines' Tinker is reached through its Python \
+                      SDK, whose wire protocol is not publicly documented, so Nenyax (a Rust \
+                      library with no Python inside) cannot implement it honestly; use a \
+                      weight learner with your own trainer through the C ABI, or `incontext`"
+                .into(),
+        }),
+        _ => weight_learner(&name, cfg, parts),
+    }
+}
+
+fn weight_learner(
+    name: &str,
+    cfg: Map<String, Value>,
+    parts: LearnerParts,
+) -> Result<Box<dyn Learner>> {
+    let what = format!("learner `{name}`");
+    let objective = match name {
+        "rft" => {
+            check_keys(&cfg, &what, RUN_KEYS.iter().copied().chain(["min_score"]))?;
+            Objective::Rft {
+                min_score: get_f64(&cfg, "min_score", 1.0)?,
+            }
+        }
+        "dpo" => {
+            check_keys(&cfg, &what, RUN_KEYS.iter().copied().chain(["beta"]))?;
+            Objective::Dpo {
+                beta: get_f64(&cfg, "beta", 0.1)?,
+            }
+        }
+        _ => {
+            let extra: &[&str] = if name == "reinforce_pp" {
+                &["gamma"]
+            } else {
+                &[]
+            };
+            check_keys(
+                &cfg,
+                &what,
+                RUN_KEYS
+                    .iter()
+                    .chain(ALGORITHM_KEYS.iter().filter(|k| **k != "learner"))
+                    .chain(ESTIMATOR_KEYS)
+                    .chain(LOSS_KEYS)
+                    .chain(extra)
+                    .copied(),
+            )?;
+            let mut alg = Map::new();
+            alg.insert("learner".into(), Value::String(name.into()));
+            for (k, v) in &cfg {
+                if !RUN_KEYS.contains(&k.as_str()) && k != "gamma" {
+                    alg.insert(k.clone(), v.clone());
+                }
+            }
+            let alg = Algorithm::from_json(&Value::Object(alg))?;
+            Objective::Pg(alg)
+        }
+    };
+    let opts = PgOptions {
+        epochs: get_usize(&cfg, "epochs", 1)?,
+        minibatches: get_usize(&cfg, "minibatches", 1)?,
+        turns: match cfg.get("turns").and_then(Value::as_str) {
+            None | Some("join") => Turns::Join,
+            Some("split") => Turns::Split,
+            Some(o) => return Err(err(format!("`turns` is {o:?}; use \"join\" or \"split\""))),
+        },
+        sampled_old_logp: match cfg.get("old_logp").and_then(Value::as_str) {
+            None | Some("recompute") => false,
+            Some("sampled") => true,
+            Some(o) => {
+                return Err(err(format!(
+                    "`old_logp` is {o:?}; use \"recompute\" or \"sampled\""
+                )))
+            }
+        },
+        gamma: get_f64(&cfg, "gamma", 1.0)?,
+    };
+    let trainer = match parts.trainer {
+        Some(t) => {
+            if let Some(spec) = cfg.get("trainer") {
+                if spec.as_str() != Some("host") {
+                    return Err(err(format!(
+                        "{what}: the program gave its own trainer, so `trainer = {spec}` cannot \
+                         apply; leave `trainer` out or set it to \"host\""
+                    )));
+                }
+            }
+            t
+        }
+        None => builtin_trainer(&what, cfg.get("trainer"), parts.env)?,
+    };
+    Ok(Box::new(PgLearner::new(name, objective, opts, trainer)?))
+}
+
+fn builtin_trainer(
+    what: &str,
+    spec: Option<&Value>,
+    env: Option<Arc<dyn Environment>>,
+) -> Result<Box<dyn Trainer>> {
+    let mut table = match spec {
+        None => Map::new(),
+        Some(Value::String(s)) => {
+            let mut m = Map::new();
+            m.insert("use".into(), Value::String(s.clone()));
+            m
+        }
+        Some(Value::Object(o)) => o.clone(),
+        Some(other) => {
+            return Err(err(format!(
+                "{what}: `trainer` is a name or a table with `use`, got {other}"
+            )))
+        }
+    };
+    match table
+        .remove("use")
+        .as_ref()
+        .and_then(Value::as_str)
+        .unwrap_or("builtin")
+    {
+        "builtin" => {}
+        "host" => {
+            return Err(err(format!(
+                "{what}: `trainer = \"host\"` means a program that links libnenyax registers \
+                 its own trainer (nenyax_learner_new with a nenyax_trainer_vtable_t; see \
+                 bindings/cpp/examples/trainer.cpp); the nenyax command line has none"
+            )))
+        }
+        other => {
+            return Err(err(format!(
+                "{what}: unknown trainer `{other}`; use \"builtin\" (the built-in softmax \
+                 policy) or \"host\" (a program's own, through the C ABI)"
+            )))
+        }
+    }
+    let opts: SoftmaxOptions = serde_json::from_value(Value::Object(table))
+        .map_err(|e| err(format!("{what}: trainer `builtin`: {e}")))?;
+    let env = env.ok_or_else(|| {
+        err(format!(
+            "{what}: the built-in policy is sized from the environment; give it one"
+        ))
+    })?;
+    Ok(Box::new(SoftmaxPolicy::for_env(env.as_ref(), opts)?))
+}

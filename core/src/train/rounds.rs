@@ -1,0 +1,462 @@
+//! The training loop: held-out split, baseline evaluation, then rounds of grouped rollouts,
+//! an update, a held-out evaluation and gating.
+
+use std::fs::File;
+use std::io::{BufWriter, IsTerminal, Write};
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::options::TrainOptions;
+use super::report::{RoundReport, Times, TrainReport};
+use super::{Group, Learner};
+use crate::contract::{TaskRef, Trajectory};
+use crate::env::Environment;
+use crate::error::{Error, Result};
+use crate::policy::{EpisodeContext, Phase, Policy};
+use crate::rng::Rng;
+use crate::runner::{Job, Runner};
+
+/// A place an episode can start from: a listed task with its seed, or a seed alone.
+#[derive(Debug, Clone)]
+struct Slot {
+    task: Option<Arc<TaskRef>>,
+    seed: i64,
+}
+
+/// Held-out seeds of an environment without tasks start here, far from the training seeds
+/// (`seed + round * batch + group`), so the two never meet.
+const EVAL_SEED_BASE: i64 = 1 << 32;
+
+fn split(env: &dyn Environment, opts: &TrainOptions) -> Result<(Vec<Slot>, Vec<Slot>)> {
+    let limit = opts.tasks.unwrap_or(100_000);
+    let tasks = env.tasks(Some(limit))?;
+    if tasks.is_empty() {
+        let n = opts.eval_tasks.unwrap_or(16).max(1);
+        let eval = (0..n as i64)
+            .map(|i| Slot {
+                task: None,
+                seed: EVAL_SEED_BASE + opts.seed + i,
+            })
+            .collect();
+        // Training seeds are drawn per round (see `round_slots`).
+        return Ok((Vec::new(), eval));
+    }
+    if tasks.len() < 2 {
+        return Err(Error::Config(format!(
+            "{} lists {} task; training needs at least 2, one to train on and one held out",
+            env.id(),
+            tasks.len()
+        )));
+    }
+    let n_eval = opts
+        .eval_tasks
+        .unwrap_or((tasks.len() / 4).clamp(1, 64))
+        .clamp(1, tasks.len() - 1);
+    let mut order: Vec<usize> = (0..tasks.len()).collect();
+    shuffle(&mut order, opts.seed);
+    let slot = |i: usize| Slot {
+        task: Some(Arc::new(tasks[i].clone())),
+        // One fixed environment seed per task, so a task plays the same in every round.
+        seed: opts.seed + i as i64,
+    };
+    let eval = order[..n_eval].iter().map(|&i| slot(i)).collect();
+    let train = order[n_eval..].iter().map(|&i| slot(i)).collect();
+    Ok((train, eval))
+}
+
+fn shuffle<T>(v: &mut [T], seed: i64) {
+    let mut rng = Rng::new(seed as u64 ^ 0x5EED_5EED);
+    for i in (1..v.len()).rev() {
+        let j = (rng.next_u64() % (i as u64 + 1)) as usize;
+        v.swap(i, j);
+    }
+}
+
+/// The training slots of round `round` (1-based): the next `batch` of a shuffled pass over the
+/// pool, with a fresh shuffle per pass (so no task repeats within a round); seeds alone when
+/// there is no pool.
+fn round_slots(pool: &[Slot], round: usize, opts: &TrainOptions) -> Vec<Slot> {
+    if pool.is_empty() {
+        return (0..opts.batch)
+            .map(|g| Slot {
+                task: None,
+                seed: opts.seed + ((round - 1) * opts.batch + g) as i64,
+            })
+            .collect();
+    }
+    let k = opts.batch.min(pool.len());
+    let per_pass = pool.len() / k;
+    let pass = (round - 1) / per_pass;
+    let at = ((round - 1) % per_pass) * k;
+    let mut order: Vec<usize> = (0..pool.len()).collect();
+    shuffle(&mut order, opts.seed.wrapping_add(pass as i64 + 1));
+    order[at..at + k].iter().map(|&i| pool[i].clone()).collect()
+}
+
+fn job(slot: &Slot, ctx: EpisodeContext) -> Job {
+    Job {
+        task: slot.task.clone(),
+        seed: Some(slot.seed),
+        context: Some(ctx),
+    }
+}
+
+/// Writes trajectories to the optional JSONL file.
+struct Sink(Option<BufWriter<File>>);
+
+impl Sink {
+    fn write(&mut self, t: &Trajectory) -> Result<()> {
+        if let Some(w) = &mut self.0 {
+            writeln!(w, "{}", t.to_json())
+                .map_err(|e| Error::io("writing a training trajectory", e))?;
+        }
+        Ok(())
+    }
+}
+
+/// Mean score of an evaluation; failed episodes count as 0 (a policy that breaks the
+/// environment is not a good one). `None` when every episode failed.
+fn eval_score(trajs: &[Trajectory]) -> Option<f64> {
+    if trajs.iter().all(|t| !t.ok()) {
+        return None;
+    }
+    Some(trajs.iter().map(|t| t.score().unwrap_or(0.0)).sum::<f64>() / trajs.len() as f64)
+}
+
+/// Completion tokens the policy sampled in these trajectories (token ids where recorded, else
+/// the response's usage).
+fn sampled_tokens(trajs: &[Trajectory]) -> usize {
+    trajs
+        .iter()
+        .flat_map(|t| &t.model_calls)
+        .map(|c| match &c.completion_token_ids {
+            Some(ids) => ids.len(),
+            None => c
+                .response
+                .as_ref()
+                .and_then(|r| r.get("usage")?.get("completion_tokens")?.as_u64())
+                .unwrap_or(0) as usize,
+        })
+        .sum()
+}
+
+struct Loop<'a> {
+    env: &'a Arc<dyn Environment>,
+    runner: Runner,
+    opts: &'a TrainOptions,
+    sink: Sink,
+}
+
+impl Loop<'_> {
+    fn rollouts(&mut self, policy: &Policy, jobs: Vec<Job>) -> Result<Vec<Trajectory>> {
+        let mut out = Vec::with_capacity(jobs.len());
+        let sink = &mut self.sink;
+        self.runner
+            .run(self.env, policy, jobs, self.opts.max_steps, |_, t| {
+                sink.write(&t)?;
+                out.push(t);
+                Ok(())
+            })?;
+        Ok(out)
+    }
+
+    fn evaluate(
+        &mut self,
+        learner: &mut dyn Learner,
+        eval: &[Slot],
+        round: usize,
+    ) -> Result<(Option<f64>, usize)> {
+        let policy = learner.policy()?;
+        let mut jobs = Vec::new();
+        for (g, slot) in eval.iter().enumerate() {
+            for m in 0..self.opts.eval_repeats.max(1) {
+                // Every evaluation reuses the same sampling seeds (round 0): two evaluations
+                // then differ only by the policy.
+                let mut ctx = EpisodeContext::new(
+                    self.opts.seed,
+                    Phase::Eval,
+                    0,
+                    g as u32,
+                    m as u32,
+                    slot.task.as_ref().map(|t| t.id.clone()),
+                    Some(slot.seed),
+                );
+                ctx.round = round as u32;
+                jobs.push(job(slot, ctx));
+            }
+        }
+        let trajs = self.rollouts(&policy, jobs)?;
+        let failed = trajs.iter().filter(|t| !t.ok()).count();
+        match eval_score(&trajs) {
+            Some(s) => Ok((Some(s), failed)),
+            None => Err(Error::Training(format!(
+                "every held-out episode failed; the first: {}",
+                trajs
+                    .first()
+                    .and_then(|t| t.error.clone())
+                    .unwrap_or_default()
+            ))),
+        }
+    }
+}
+
+/// Train `learner` on `env`: split off held-out tasks, evaluate, then each round roll out
+/// `batch` groups of `group_size`, update, evaluate and gate. Bad options are an error before
+/// anything runs; a round that fails (its rollouts, its update or its evaluation) is reported
+/// as failed with the error, the learner goes back to its state before the round, and the
+/// next round runs.
+pub fn train(
+    env: &Arc<dyn Environment>,
+    learner: &mut dyn Learner,
+    opts: &TrainOptions,
+) -> Result<TrainReport> {
+    train_with(env, learner, opts, |_| {})
+}
+
+/// [`train`], calling `on_round` after the baseline evaluation (round 0) and every round.
+pub fn train_with(
+    env: &Arc<dyn Environment>,
+    learner: &mut dyn Learner,
+    opts: &TrainOptions,
+    mut on_round: impl FnMut(&RoundReport),
+) -> Result<TrainReport> {
+    check_options(learner, opts)?;
+    let t_start = Instant::now();
+    let (pool, eval) = split(env.as_ref(), opts)?;
+    let sink = Sink(match &opts.trajectories {
+        Some(p) => Some(BufWriter::new(
+            File::create(p).map_err(|e| Error::io(format!("creating {p}"), e))?,
+        )),
+        None => None,
+    });
+    let runner = Runner::new(opts.concurrency)?.progress(false);
+    let mut lp = Loop {
+        env,
+        runner,
+        opts,
+        sink,
+    };
+    let show = opts.progress && std::io::stderr().is_terminal();
+    let mut report = TrainReport::new(env.id(), learner.describe(), opts, pool.len(), eval.len());
+    let t0 = Instant::now();
+    let (baseline, eval_failed) = lp.evaluate(learner, &eval, 0)?;
+    let mut base = RoundReport::new(0);
+    base.eval_score = baseline;
+    base.eval_failed = eval_failed;
+    base.times.eval_s = t0.elapsed().as_secs_f64();
+    base.times.wall_s = base.times.eval_s;
+    base.outcome = "baseline".into();
+    report.baseline = baseline.unwrap_or(0.0);
+    if show {
+        eprintln!("{}", base.line());
+    }
+    on_round(&base);
+    report.rounds.push(base);
+    let mut best = report.baseline;
+    let mut current = best;
+    for round in 1..=opts.rounds {
+        let r = run_round(&mut lp, learner, &pool, &eval, round, best);
+        if let (Some(e), "kept") = (r.eval_score, r.outcome.as_str()) {
+            current = e;
+            best = best.max(e);
+        }
+        if r.ungated {
+            report.gated = false;
+        }
+        if show {
+            eprintln!("{}", r.line());
+        }
+        on_round(&r);
+        report.rounds.push(r);
+    }
+    if let Some(w) = &mut lp.sink.0 {
+        w.flush()
+            .map_err(|e| Error::io("writing training trajectories", e))?;
+    }
+    report.best = best;
+    report.final_eval = current;
+    report.wall_s = t_start.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+fn check_options(learner: &dyn Learner, opts: &TrainOptions) -> Result<()> {
+    let need = learner.min_group_size();
+    if opts.group_size < need {
+        return Err(Error::Config(format!(
+            "group_size is {}; learner `{}` needs at least {need} rollouts per group (its \
+             advantages compare the members of a group); raise group_size, or use a learner \
+             with a batch baseline such as `reinforce`",
+            opts.group_size,
+            learner.name()
+        )));
+    }
+    if opts.group_size == 0 || opts.batch == 0 {
+        return Err(Error::Config(
+            "group_size and batch must be at least 1".into(),
+        ));
+    }
+    if !opts.gate_tolerance.is_finite() || opts.gate_tolerance < 0.0 {
+        return Err(Error::Config(format!(
+            "gate_tolerance is {}; it must be a finite number >= 0",
+            opts.gate_tolerance
+        )));
+    }
+    Ok(())
+}
+
+/// One round; never an error: a failure is the round's outcome.
+fn run_round(
+    lp: &mut Loop<'_>,
+    learner: &mut dyn Learner,
+    pool: &[Slot],
+    eval: &[Slot],
+    round: usize,
+    best: f64,
+) -> RoundReport {
+    let opts = lp.opts;
+    let t_round = Instant::now();
+    let mut r = RoundReport::new(round);
+    let mut times = Times::default();
+    let mut snapshot = false;
+    let result = (|| -> Result<()> {
+        // Rollouts: `batch` groups of `group_size` members each.
+        let t0 = Instant::now();
+        let slots = round_slots(pool, round, opts);
+        let policy = learner.policy()?;
+        let jobs: Vec<Job> = slots
+            .iter()
+            .enumerate()
+            .flat_map(|(g, slot)| {
+                (0..opts.group_size).map(move |m| {
+                    job(
+                        slot,
+                        EpisodeContext::new(
+                            opts.seed,
+                            Phase::Train,
+                            round as u32,
+                            g as u32,
+                            m as u32,
+                            slot.task.as_ref().map(|t| t.id.clone()),
+                            Some(slot.seed),
+                        ),
+                    )
+                })
+            })
+            .collect();
+        let mut trajs = lp.rollouts(&policy, jobs)?.into_iter();
+        let groups: Vec<Group> = slots
+            .iter()
+            .enumerate()
+            .map(|(g, slot)| Group {
+                index: g,
+                task: slot.task.as_deref().cloned(),
+                seed: Some(slot.seed),
+                trajectories: trajs.by_ref().take(opts.group_size).collect(),
+            })
+            .collect();
+        times.rollout_s = t0.elapsed().as_secs_f64();
+        let all: Vec<&Trajectory> = groups.iter().flat_map(|g| &g.trajectories).collect();
+        r.episodes = all.len();
+        r.failed_episodes = all.iter().filter(|t| !t.ok()).count();
+        r.sampled_tokens = sampled_tokens(
+            &groups
+                .iter()
+                .flat_map(|g| g.trajectories.clone())
+                .collect::<Vec<_>>(),
+        );
+        let ok: Vec<f64> = all.iter().filter_map(|t| t.score()).collect();
+        r.signal = groups.iter().filter(|g| g.has_signal()).count() as f64 / groups.len() as f64;
+        if ok.is_empty() {
+            return Err(Error::Training(format!(
+                "every one of the {} training episodes failed; the first: {}",
+                all.len(),
+                all.first()
+                    .and_then(|t| t.error.clone())
+                    .unwrap_or_default()
+            )));
+        }
+        r.train_score = Some(ok.iter().sum::<f64>() / ok.len() as f64);
+        // Update, after a snapshot to go back to.
+        let t0 = Instant::now();
+        if opts.gate {
+            snapshot = learner.snapshot()?;
+        }
+        times.gate_s += t0.elapsed().as_secs_f64();
+        let t0 = Instant::now();
+        let update = learner.update(&groups)?;
+        times.update_s = t0.elapsed().as_secs_f64();
+        times.trainer_s = update.trainer_s;
+        r.update = Some(update);
+        // Held-out evaluation and the gate.
+        let t0 = Instant::now();
+        let (score, failed) = lp.evaluate(learner, eval, round)?;
+        times.eval_s = t0.elapsed().as_secs_f64();
+        r.eval_score = score;
+        r.eval_failed = failed;
+        let score = score.unwrap_or(0.0);
+        r.outcome = if !opts.gate {
+            "kept".into()
+        } else if !snapshot {
+            r.ungated = true;
+            "kept".into()
+        } else if score < best - opts.gate_tolerance {
+            let t0 = Instant::now();
+            learner.restore()?;
+            times.gate_s += t0.elapsed().as_secs_f64();
+            "reverted".into()
+        } else {
+            "kept".into()
+        };
+        Ok(())
+    })();
+    if let Err(e) = result {
+        r.outcome = "failed".into();
+        r.error = Some(format!("{}: {e}", e.kind()));
+        // Whatever the update did is undone, so the next round starts from a known state.
+        if snapshot {
+            if let Err(e2) = learner.restore() {
+                r.error = Some(format!(
+                    "{}; restoring the snapshot also failed: {e2}",
+                    r.error.take().unwrap_or_default()
+                ));
+            }
+        }
+    }
+    times.wall_s = t_round.elapsed().as_secs_f64();
+    times.overhead_s = (times.wall_s - times.rollout_s - times.eval_s - times.trainer_s).max(0.0);
+    r.times = times;
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn training_slots_cycle_without_repeats_within_a_round_and_stay_off_the_held_out() {
+        let env = crate::router::load("builtin:arithmetic?size=20").unwrap();
+        let opts = TrainOptions {
+            batch: 6,
+            ..TrainOptions::default()
+        };
+        let (pool, eval) = split(env.as_ref(), &opts).unwrap();
+        assert_eq!((pool.len(), eval.len()), (15, 5));
+        let held: Vec<&str> = eval
+            .iter()
+            .map(|s| s.task.as_ref().unwrap().id.as_str())
+            .collect();
+        for round in 1..=7 {
+            let slots = round_slots(&pool, round, &opts);
+            let ids: std::collections::HashSet<&str> = slots
+                .iter()
+                .map(|s| s.task.as_ref().unwrap().id.as_str())
+                .collect();
+            assert_eq!(ids.len(), 6, "round {round} repeats a task");
+            assert!(ids.iter().all(|i| !held.contains(i)));
+        }
+        // Fixed by the seed.
+        let (pool2, eval2) = split(env.as_ref(), &opts).unwrap();
+        assert_eq!(eval2[0].task, eval[0].task);
+        assert_eq!(pool2[3].task, pool[3].task);
+    }
+}
