@@ -106,8 +106,14 @@ impl RoundReport {
                 "pairs",
                 "targets",
             ] {
-                if let Some(v) = u.metrics.get(k) {
-                    let _ = write!(s, "  {k} {v:.4}");
+                match u.metrics.get(k) {
+                    Some(v) if v.fract() == 0.0 && v.abs() < 1e9 => {
+                        let _ = write!(s, "  {k} {v}");
+                    }
+                    Some(v) => {
+                        let _ = write!(s, "  {k} {v:.4}");
+                    }
+                    None => {}
                 }
             }
             if u.masked_total() > 0 {
