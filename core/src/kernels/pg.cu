@@ -1,4 +1,4 @@
-// Fused policy-gradient loss kernels (pg-math.md §2, §3), compiled at run time with NVRTC.
+// Fused policy-gradient loss kernels (docs/learners.md), compiled at run time with NVRTC.
 // Per-token maths runs in double whatever the storage type, exactly as the CPU path does, so a
 // GPU result differs from the CPU one only by summation order. No headers: NVRTC has none
 // without include paths, and the same file is compiled as C++ by the emulation test

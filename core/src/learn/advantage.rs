@@ -1,4 +1,4 @@
-//! Advantage estimators over groups of rollouts of the same task (pg-math.md §1). No gradient
+//! Advantage estimators over groups of rollouts of the same task (docs/learners.md). No gradient
 //! flows through any of them, so they are computed in f64 whatever the caller's precision.
 
 use std::collections::HashMap;
@@ -186,7 +186,7 @@ pub fn advantages(rewards: &[f64], group_ids: &[i64], est: &Estimator) -> Result
 /// DAPO's dynamic-sampling filter, per sequence: keep a group unless all its rewards are equal
 /// (a group of one is kept). Equal means bit-equal: the reference tests a floating-point std
 /// against 0, which keeps e.g. `[0.1, 0.1, 0.1]` by rounding; this test does not (a deliberate
-/// deviation, pg-math.md §1.7).
+/// deviation, docs/learners.md).
 pub fn dapo_keep(rewards: &[f64], group_ids: &[i64]) -> Result<Vec<bool>> {
     check_rewards(rewards, group_ids)?;
     let mut keep = vec![true; rewards.len()];
@@ -202,7 +202,7 @@ pub fn dapo_keep(rewards: &[f64], group_ids: &[i64]) -> Result<Vec<bool>> {
     Ok(keep)
 }
 
-/// REINFORCE++ token advantages (pg-math.md §1.5, §1.6), row-major `[B][T]` with `width` = T.
+/// REINFORCE++ token advantages (docs/learners.md), row-major `[B][T]` with `width` = T.
 ///
 /// The outcome reward sits on each row's last valid token and is discounted backwards by
 /// `gamma`; with `baseline` (group ids), the group mean is subtracted first (a group of one:

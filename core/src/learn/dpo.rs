@@ -1,4 +1,4 @@
-//! DPO (pg-math.md §4): the sigmoid preference loss on each group's best-vs-worst pair, with its
+//! DPO (docs/learners.md): the sigmoid preference loss on each group's best-vs-worst pair, with its
 //! gradient with respect to each token's log-probability.
 
 use std::collections::HashMap;

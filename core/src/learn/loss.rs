@@ -1,5 +1,5 @@
 //! Policy losses, their value and their gradient with respect to each token's log-probability
-//! (pg-math.md §2-§4), on CPU in f32 or f64, one fused pass per row with rows in parallel. A trainer backpropagates `grad_logp` through its own model.
+//! (docs/learners.md), on CPU in f32 or f64, one fused pass per row with rows in parallel. A trainer backpropagates `grad_logp` through its own model.
 //! Layout: row-major `[B][T]`, mask 1 = a token the loss counts; masked positions may hold
 //! anything and get a gradient of exactly 0.
 
@@ -13,7 +13,7 @@ pub use super::dpo::{dpo_loss, DpoOutput};
 use super::fast;
 use crate::error::Result;
 
-/// Whether a ratio `r` under advantage `a` still passes gradient (pg-math.md §2.1).
+/// Whether a ratio `r` under advantage `a` still passes gradient (docs/learners.md).
 #[inline(always)]
 fn active(a: f64, r: f64, low: f64, high: f64, dual: Option<f64>) -> bool {
     if a > 0.0 {
@@ -71,7 +71,7 @@ struct RowSums {
 /// Below this many tokens a batch runs on the calling thread: rayon's hand-off costs more.
 const PARALLEL_MIN_TOKENS: usize = 1 << 15;
 
-/// The weight `w_i` every valid token of row `i` gets in `L = sum w l` (pg-math.md §3).
+/// The weight `w_i` every valid token of row `i` gets in `L = sum w l` (docs/learners.md).
 fn row_weights(agg: Aggregation, lens: &[usize], t: usize) -> Vec<f64> {
     let n: usize = lens.iter().sum();
     let rows = lens.iter().filter(|&&l| l > 0).count() as f64;

@@ -1,6 +1,6 @@
 //! The maths of the learners a trainer runs on rollouts: advantage estimators, the policy losses
 //! with their gradients (CPU here, CUDA in [`crate::kernels`]), and the named learners as presets
-//! of those knobs. Every formula and convention follows `pg-math.md` of the shared reference,
+//! of those knobs. Every formula and convention follows docs/learners.md,
 //! and is checked against its golden vectors (`tests/pg_golden.rs`).
 
 pub mod advantage;
@@ -289,7 +289,7 @@ impl PgConfig {
 }
 
 /// A named learning algorithm: how it turns rewards into advantages and advantages into a loss
-/// (the presets table of pg-math.md §3). The learners of [`crate::train`] run it.
+/// (the presets table of docs/learners.md). The learners of [`crate::train`] run it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Algorithm {
     /// Its name.
