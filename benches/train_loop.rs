@@ -1,0 +1,85 @@
+//! train() with the in-context learner: rounds per second on a define environment with a
+//! scripted chat model, the same as benches/python_train.py runs in the Python reference (see
+//! benches/train_compare.sh). Not a criterion bench: one train() call is many rollouts.
+//!
+//!     cargo bench --bench train_loop -- TASKS.toml ROUNDS REPEATS
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use nenyax::train::{learner, LearnerParts};
+use nenyax::{load, train, Error, FunctionModel, Message, Role, TrainOptions};
+
+/// The scripted model of benches/python_train.py: every answer known, the answer tags used only
+/// when the prompt shows a worked example (else on 3 questions in 10).
+fn scripted() -> FunctionModel {
+    FunctionModel::new("scripted", |msgs: &[Message]| {
+        let q = msgs
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User)
+            .and_then(Message::text)
+            .unwrap_or_default();
+        let expr = q
+            .strip_prefix("What is ")
+            .and_then(|r| r.split('?').next())
+            .ok_or_else(|| Error::Policy(format!("not a question: {q}")))?;
+        let p: Vec<&str> = expr.split(' ').collect();
+        let (a, b): (i64, i64) = (p[0].parse().unwrap(), p[2].parse().unwrap());
+        let answer = match p[1] {
+            "+" => a + b,
+            "-" => a - b,
+            _ => a * b,
+        };
+        let shown = msgs.iter().filter(|m| m.role == Role::Assistant).count();
+        let h = q
+            .bytes()
+            .fold(7u64, |h, c| h.wrapping_mul(31).wrapping_add(u64::from(c)));
+        Ok(if shown > 0 || h % 10 < 3 {
+            format!("<answer>{answer}</answer>")
+        } else {
+            format!("The answer is {answer}.")
+        })
+    })
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let [path, rounds, repeats] = &args[..] else {
+        eprintln!("usage: cargo bench --bench train_loop -- TASKS.toml ROUNDS REPEATS");
+        std::process::exit(2);
+    };
+    let (rounds, repeats): (usize, usize) = (rounds.parse().unwrap(), repeats.parse().unwrap());
+    let env = load(&format!("define:{path}")).unwrap();
+    let threads: usize = std::env::var("CONCURRENCY").map_or(1, |v| v.parse().unwrap());
+    for _ in 0..repeats {
+        let mut l = learner(
+            &serde_json::json!({"use": "incontext", "shots": 3}),
+            LearnerParts {
+                model: Some(Arc::new(scripted())),
+                ..LearnerParts::default()
+            },
+        )
+        .unwrap();
+        let opts = TrainOptions {
+            rounds,
+            group_size: 4,
+            batch: 8,
+            concurrency: threads,
+            progress: false,
+            ..TrainOptions::default()
+        };
+        let t0 = Instant::now();
+        let r = train(&env, l.as_mut(), &opts).unwrap();
+        let wall = t0.elapsed().as_secs_f64();
+        println!(
+            "{}",
+            serde_json::json!({"side": "rust", "rounds": rounds, "threads": threads,
+                "wall_s": wall, "baseline": r.baseline, "final": r.final_eval,
+                "overhead": r.overhead_fraction()})
+        );
+    }
+}
