@@ -5,9 +5,10 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use nenyax::train::{learner, LearnerParts};
 use nenyax::{
-    check_uri, load, CheckOptions, FunctionModel, JudgeSource, Message, Policy, RolloutOptions,
-    Tier,
+    check_uri, load, train, CheckOptions, FunctionModel, JudgeSource, Message, Policy,
+    RolloutOptions, Tier, TrainOptions,
 };
 
 fn tasks_dir() -> String {
@@ -260,4 +261,43 @@ fn the_old_terminal_bench_layout_runs_oracle_and_nop() {
     assert_eq!(o.score(), Some(1.0), "{:?} {:#?}", o.error, o.steps);
     let n = env.rollout(&Policy::Native("nop".into()), &RolloutOptions::default());
     assert_eq!(n.score(), Some(0.0), "{:?}", n.error);
+}
+
+/// train() drives a task-mode environment: the in-context learner's model is the terminus
+/// agent's, over a directory of Harbor tasks, and every round completes (a model that declares
+/// every task complete at once scores 0, so there is nothing to bank, but nothing fails).
+#[test]
+fn incontext_trains_on_a_task_mode_environment() {
+    if !ready() {
+        return;
+    }
+    let env = load(&format!("harbor:{}", tasks_dir())).unwrap();
+    let done = FunctionModel::new("done", |_m: &[Message]| {
+        Ok(
+            serde_json::json!({"analysis": "a", "plan": "p", "commands": [],
+            "task_complete": true})
+            .to_string(),
+        )
+    });
+    let mut l = learner(
+        &serde_json::json!("incontext"),
+        LearnerParts {
+            model: Some(Arc::new(done)),
+            ..LearnerParts::default()
+        },
+    )
+    .unwrap();
+    let opts = TrainOptions {
+        rounds: 1,
+        group_size: 2,
+        batch: 2,
+        concurrency: 2,
+        progress: false,
+        ..TrainOptions::default()
+    };
+    let r = train(&env, l.as_mut(), &opts).unwrap();
+    assert_eq!(r.failed_rounds(), 0, "{}", r.render());
+    assert_eq!(r.rounds[1].episodes, 4);
+    assert_eq!(r.rounds[1].failed_episodes, 0, "{}", r.render());
+    assert_eq!(r.rounds[1].train_score, Some(0.0));
 }

@@ -9,10 +9,11 @@ use nenyax::train::{
     learner, Group, LearnerParts, PgLearner, PgOptions, SoftmaxOptions, SoftmaxPolicy, TraceBatch,
     Trainer, Weights,
 };
-use nenyax::{
-    load, train, EpisodeContext, Error, FunctionModel, Learner, Message, Phase, Policy, Result,
-    Role, TrainOptions,
-};
+use nenyax::{load, train, EpisodeContext, Error, Learner, Phase, Policy, Result, TrainOptions};
+
+#[path = "support/scripted_model.rs"]
+mod scripted_model;
+use scripted_model::scripted;
 
 fn opts(rounds: usize, group_size: usize, batch: usize) -> TrainOptions {
     TrainOptions {
@@ -23,45 +24,6 @@ fn opts(rounds: usize, group_size: usize, batch: usize) -> TrainOptions {
         progress: false,
         ..TrainOptions::default()
     }
-}
-
-/// A deterministic chat model for builtin:arithmetic whose behaviour is a function of the
-/// worked examples in its prompt. It always knows the answer; whether it uses the answer tags
-/// the judge reads depends on what it is shown: the "learner" model uses them whenever its
-/// prompt holds a worked example (else on 3 questions in 10); the "spoilt" model tags the right
-/// answer on 7 in 10 when shown nothing, and answers wrong whenever shown examples.
-fn scripted(spoilt: bool) -> FunctionModel {
-    FunctionModel::new("scripted", move |msgs: &[Message]| {
-        let q = msgs
-            .iter()
-            .rev()
-            .find(|m| m.role == Role::User)
-            .and_then(Message::text)
-            .unwrap_or_default();
-        let expr = q
-            .strip_prefix("What is ")
-            .and_then(|r| r.split('?').next())
-            .ok_or_else(|| Error::Policy(format!("not an arithmetic question: {q}")))?;
-        let parts: Vec<&str> = expr.split(' ').collect();
-        let (a, b): (i64, i64) = (parts[0].parse().unwrap(), parts[2].parse().unwrap());
-        let answer = match parts[1] {
-            "+" => a + b,
-            "-" => a - b,
-            _ => a * b,
-        };
-        let shown = msgs.iter().filter(|m| m.role == Role::Assistant).count();
-        let h = q
-            .bytes()
-            .fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)))
-            % 10;
-        Ok(match (spoilt, shown > 0) {
-            (false, true) => format!("<answer>{answer}</answer>"),
-            (false, false) if h < 3 => format!("<answer>{answer}</answer>"),
-            (false, false) => format!("The answer is {answer}."),
-            (true, false) if h < 7 => format!("<answer>{answer}</answer>"),
-            (true, _) => format!("<answer>{}</answer>", answer + 1),
-        })
-    })
 }
 
 fn incontext(spoilt: bool) -> Box<dyn Learner> {

@@ -8,7 +8,11 @@
 use std::sync::Arc;
 
 use nenyax::conformance::{check_uri, CheckOptions, Tier};
-use nenyax::{load, FunctionModel, Policy, RolloutOptions, Runner};
+use nenyax::train::{learner, LearnerParts};
+use nenyax::{load, train, FunctionModel, Policy, RolloutOptions, Runner, TrainOptions};
+
+#[path = "support/scripted_model.rs"]
+mod scripted_model;
 
 fn python(var: &str) -> String {
     std::env::var(var).unwrap_or_else(|_| {
@@ -132,4 +136,34 @@ fn an_unknown_environment_names_itself_and_where_it_looked() {
     let u = uri("NENYAX_VERIFIERS_040_PYTHON", "nx-arithh", "");
     let e = load(&u).err().expect("no such environment").to_string();
     assert!(e.contains("nx-arithh") || e.contains("nx_arithh"), "{e}");
+}
+
+/// train() drives a rollout-mode environment: the in-context learner's chat model answers
+/// through the recording server inside Verifiers' own loop, and every round completes.
+#[test]
+fn incontext_trains_on_a_rollout_mode_environment() {
+    let env = load(&uri("NENYAX_VERIFIERS_040_PYTHON", "nx_arith", "")).unwrap();
+    let mut l = learner(
+        &serde_json::json!("incontext"),
+        LearnerParts {
+            model: Some(Arc::new(scripted_model::scripted(false))),
+            ..LearnerParts::default()
+        },
+    )
+    .unwrap();
+    let opts = TrainOptions {
+        rounds: 2,
+        group_size: 2,
+        batch: 5,
+        concurrency: 2,
+        progress: false,
+        ..TrainOptions::default()
+    };
+    let r = train(&env, l.as_mut(), &opts).unwrap();
+    assert_eq!(r.failed_rounds(), 0, "{}", r.render());
+    assert_eq!((r.train_tasks, r.held_out), (5, 1));
+    for round in &r.rounds[1..] {
+        assert_eq!(round.episodes, 10);
+        assert_eq!(round.failed_episodes, 0, "{}", r.render());
+    }
 }
