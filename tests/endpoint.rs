@@ -267,3 +267,49 @@ fn tool_definitions_go_out_and_tool_calls_come_back() {
     assert_eq!(calls[0].id.as_deref(), Some("call_1"));
     assert_eq!(seen.lock().unwrap()[0].0["tools"], tools);
 }
+
+/// Under train(), an endpoint samples with each episode's seed (the request's `seed`, which
+/// vLLM, SGLang and OpenAI honour): group members differ, and a rerun sends the same seeds.
+#[test]
+fn train_sends_each_episode_its_own_sampling_seed() {
+    use nenyax::train::{learner, LearnerParts};
+    let run = || {
+        let s = serve(vec![], Reply::Solve);
+        let env = load("builtin:arithmetic?size=40").unwrap();
+        let mut l = learner(
+            &json!("incontext"),
+            LearnerParts {
+                model: Some(Arc::new(quick(&s.url))),
+                ..LearnerParts::default()
+            },
+        )
+        .unwrap();
+        let opts = nenyax::TrainOptions {
+            rounds: 1,
+            group_size: 3,
+            batch: 2,
+            concurrency: 2,
+            progress: false,
+            ..nenyax::TrainOptions::default()
+        };
+        let r = nenyax::train(&env, l.as_mut(), &opts).unwrap();
+        assert_eq!(r.failed_rounds(), 0, "{}", r.render());
+        let mut seeds: Vec<u64> = s
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(b, _)| b["seed"].as_u64().expect("every request carries a seed"))
+            .collect();
+        seeds.sort();
+        seeds
+    };
+    let a = run();
+    // 10 held-out episodes twice (before and after) and 6 training ones.
+    assert_eq!(a.len(), 26);
+    let mut distinct = a.clone();
+    distinct.dedup();
+    // Evaluations reuse their seeds; training members each have their own.
+    assert_eq!(distinct.len(), 10 + 6, "{a:?}");
+    assert_eq!(a, run());
+}

@@ -23,6 +23,13 @@ pub trait ChatModel: Send + Sync {
         None
     }
 
+    /// This model sampling with a fixed `seed`, where it can (an [`super::Endpoint`] sends it as
+    /// the request's `seed`, which vLLM, SGLang and OpenAI honour), so that a training run's
+    /// episodes sample reproducibly; `None` when the model has no such knob.
+    fn seeded(&self, _seed: u64) -> Option<std::sync::Arc<dyn ChatModel>> {
+        None
+    }
+
     /// Reply and record the call; the default synthesises an OpenAI-shaped request and response
     /// so that every policy's calls look alike in a trajectory. Endpoints keep the raw bodies.
     fn complete_recorded(&self, messages: &[Message]) -> (Result<Message>, ModelCall) {

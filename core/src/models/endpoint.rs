@@ -201,6 +201,16 @@ impl Endpoint {
 const MAX_BODY: u64 = 256 << 20;
 
 impl ChatModel for Endpoint {
+    // A seed the caller set explicitly wins; servers take a 31-bit non-negative integer.
+    fn seeded(&self, seed: u64) -> Option<Arc<dyn ChatModel>> {
+        if self.params.contains_key("seed") {
+            return None;
+        }
+        Some(Arc::new(
+            self.clone().param("seed", Value::from(seed & 0x7fff_ffff)),
+        ))
+    }
+
     fn name(&self) -> String {
         self.model.clone()
     }

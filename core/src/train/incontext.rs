@@ -95,7 +95,7 @@ impl InContext {
 /// The model with examples in front of each conversation.
 struct WithExamples {
     model: Arc<dyn ChatModel>,
-    examples: Vec<Example>,
+    examples: Arc<Vec<Example>>,
     shots: usize,
     budget_chars: usize,
 }
@@ -108,7 +108,7 @@ impl WithExamples {
             .and_then(Message::text);
         let mut picked: Vec<&Example> = Vec::new();
         let mut used = 0;
-        for e in &self.examples {
+        for e in self.examples.iter() {
             if picked.len() == self.shots {
                 break;
             }
@@ -155,12 +155,19 @@ impl Learner for InContext {
     fn policy(&mut self) -> Result<Policy> {
         let mut examples = self.bank.clone();
         examples.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.order.cmp(&a.order)));
-        Ok(Policy::Chat(Arc::new(WithExamples {
-            model: self.model.clone(),
-            examples,
-            shots: self.shots,
-            budget_chars: self.budget_chars,
-        })))
+        let examples = Arc::new(examples);
+        let (model, shots, budget_chars) = (self.model.clone(), self.shots, self.budget_chars);
+        // Per episode, so a model that can be seeded samples reproducibly in each.
+        Ok(Policy::per_episode(move |ctx, _| {
+            Ok(Policy::Chat(Arc::new(WithExamples {
+                model: model
+                    .seeded(ctx.sample_seed)
+                    .unwrap_or_else(|| model.clone()),
+                examples: examples.clone(),
+                shots,
+                budget_chars,
+            })))
+        }))
     }
 
     fn update(&mut self, groups: &[Group]) -> Result<UpdateReport> {
