@@ -152,9 +152,9 @@ fn incontext_trains_on_a_rollout_mode_environment() {
     )
     .unwrap();
     let opts = TrainOptions {
-        rounds: 2,
+        rounds: 1,
         group_size: 2,
-        batch: 5,
+        batch: 3,
         concurrency: 2,
         progress: false,
         ..TrainOptions::default()
@@ -163,7 +163,7 @@ fn incontext_trains_on_a_rollout_mode_environment() {
     assert_eq!(r.failed_rounds(), 0, "{}", r.render());
     assert_eq!((r.train_tasks, r.held_out), (5, 1));
     for round in &r.rounds[1..] {
-        assert_eq!(round.episodes, 10);
+        assert_eq!(round.episodes, 6);
         assert_eq!(round.failed_episodes, 0, "{}", r.render());
     }
 }
