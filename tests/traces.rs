@@ -71,13 +71,10 @@ fn assert_joined(t: &Trajectory) -> TraceRow {
         // What was sampled is the reply the environment got, and never environment text.
         let said = detokenize(comp);
         assert!(said.ends_with("<|im_end|>") && !said.contains("<|im_start|>"));
-        let msg = &c.response.as_ref().unwrap()["choices"][0]["message"];
-        assert!(
-            said.contains(msg["content"].as_str().unwrap_or("")),
-            "{said}"
-        );
-        for tc in msg["tool_calls"].as_array().into_iter().flatten() {
-            assert!(said.contains(tc["function"]["name"].as_str().unwrap()));
+        let (reply, tools) = reply(c);
+        assert!(said.contains(&reply), "{said}");
+        for name in tools {
+            assert!(said.contains(&format!("\"name\":\"{name}\"")), "{said}");
         }
         context.push(detokenize(&r.tokens[end..p.len()]));
         end = p.len() + comp.len();
@@ -104,6 +101,27 @@ fn assert_joined(t: &Trajectory) -> TraceRow {
         assert!(between.contains(tool), "{tool} not in the 0-masked context");
     }
     r
+}
+
+/// A call's reply as its response carries it: the text and the tool names, from a chat
+/// completion or a Responses object's output items.
+fn reply(c: &nenyax::ModelCall) -> (String, Vec<String>) {
+    let r = Value::Object(c.response.clone().expect("a response"));
+    let name = |v: &Value| v.as_str().map(str::to_string);
+    if let Some(m) = r.pointer("/choices/0/message") {
+        let tools = m["tool_calls"].as_array().into_iter().flatten();
+        let names = tools.filter_map(|t| name(&t["function"]["name"])).collect();
+        return (text(m), names);
+    }
+    let items = r["output"].as_array().cloned().unwrap_or_default();
+    let of = |kind: &'static str| items.iter().filter(move |i| i["type"] == kind);
+    let said = of("message").map(text).collect();
+    (
+        said,
+        of("function_call")
+            .filter_map(|f| name(&f["name"]))
+            .collect(),
+    )
 }
 
 /// The real trajectory with one call removed, or one call's ids removed, is masked with the
@@ -394,5 +412,29 @@ fn nemo_gym_tool_loops_join_and_tampering_is_masked() {
                 assert_tampering_is_masked(&t);
             }
         }
+    }
+}
+
+#[test]
+fn nemo_gym_through_its_own_vllm_model_server_joins_on_both_apis() {
+    // NeMo Gym's training set-up: its vllm_model server between the agent and vLLM returns the
+    // token ids itself, on the chat message or on the Responses turn's last output item.
+    let Some((s, data)) = nemo_gym("example_session_state_mgmt") else {
+        return;
+    };
+    let py = nemo_gym_server::python().expect("checked above");
+    let up = TokenModel::start(History::Keep, counter);
+    let model = ResourcesServer::start_vllm_model(&py, &up.base_url, "token-model");
+    // No capture asked: the vllm_model server does it, and refuses fields it does not know.
+    let policy = Policy::chat(Endpoint::new(format!("{}/v1", model.url), "token-model"));
+    for api in ["responses", "chat"] {
+        let env = load(&format!("nemo_gym:{}?data={data}&api={api}", s.url)).unwrap();
+        let t = env.rollout(&policy, &task(1));
+        assert_eq!(t.score(), Some(1.0), "api={api}: {:?}", t.error);
+        assert_eq!(t.model_calls.len(), 3, "api={api}");
+        let route = if api == "chat" { "messages" } else { "input" };
+        assert!(t.model_calls[0].request.contains_key(route));
+        assert_joined(&t);
+        assert_tampering_is_masked(&t);
     }
 }

@@ -3,7 +3,8 @@
 //! on its own tiny_http server. Like vLLM it renders the whole conversation (tool results
 //! included) through the template and tokenizes it for every call, and it returns
 //! `prompt_token_ids`, `choices[0].token_ids` and `logprobs.content` only when the request asks
-//! (`return_token_ids`, `logprobs`), plain or streamed. Continuity between calls therefore holds
+//! (`return_token_ids`, `logprobs`, `return_tokens_as_token_ids`), plain or streamed, and
+//! serves vLLM's `POST /tokenize` for chat messages. Continuity between calls therefore holds
 //! exactly when the template renders earlier turns as they were generated, as with a real
 //! server. It plays the model only; environments stay the real packages.
 #![allow(dead_code)]
@@ -128,12 +129,19 @@ fn serve(
     let mut text = String::new();
     let _ = req.as_reader().read_to_string(&mut text);
     let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    if path == "/tokenize" {
+        // vLLM's chat tokenize: the templated prompt, generation prompt included.
+        let ids = tokenize(&render_prompt(&messages, &body["tools"], history));
+        let out = json!({"count": ids.len(), "max_model_len": 1 << 20, "tokens": ids,
+            "token_strs": null});
+        return respond(req, 200, out);
+    }
     if !path.ends_with("/chat/completions") || !body["messages"].is_array() {
         let msg = format!("the token model serves POST /v1/chat/completions, not {path}");
         return respond(req, 404, json!({"error": {"message": msg}}));
     }
     seen.lock().unwrap().push(body.clone());
-    let messages = body["messages"].as_array().cloned().unwrap_or_default();
     let prompt = tokenize(&render_prompt(&messages, &body["tools"], history));
     let reply = script(&messages);
     let completion = tokenize(&(assistant_body(&reply) + IM_END));
@@ -145,10 +153,20 @@ fn serve(
         "tool_calls"
     };
     let ids = body["return_token_ids"].as_bool() == Some(true);
+    // `return_tokens_as_token_ids` spells each logprob's token as `token_id:<id>`, as vLLM does
+    // (NeMo Gym's vllm_model server reads the sampled ids from there).
+    let as_ids = body["return_tokens_as_token_ids"].as_bool() == Some(true);
     let logprobs = (body["logprobs"].as_bool() == Some(true)).then(|| {
         let content: Vec<Value> = completion
             .iter()
-            .map(|&t| json!({"token": token_text(t), "logprob": logprob(t), "bytes": [], "top_logprobs": []}))
+            .map(|&t| {
+                let token = if as_ids {
+                    format!("token_id:{t}")
+                } else {
+                    token_text(t)
+                };
+                json!({"token": token, "logprob": logprob(t), "bytes": [], "top_logprobs": []})
+            })
             .collect();
         json!({ "content": content })
     });
