@@ -5,7 +5,8 @@
 //!
 //! The policy is an `Endpoint` to a vLLM-shaped upstream (tests/support/token_model.rs): a
 //! scripted model behind a chat template and a byte-level tokenizer that returns token ids and
-//! logprobs when asked, so the recording server keeps what a real vLLM would give it. Joining
+//! logprobs when asked, so the recording server keeps what a real vLLM would give it; for NeMo
+//! Gym's Responses API, NeMo Gym's own vllm_model server sits in front of it. Joining
 //! is proven where the template is prefix-stable, and a trajectory is masked with its reason
 //! where a call was dropped, its token ids are missing, or the template re-renders an earlier
 //! turn.
@@ -437,4 +438,31 @@ fn nemo_gym_through_its_own_vllm_model_server_joins_on_both_apis() {
         assert_joined(&t);
         assert_tampering_is_masked(&t);
     }
+}
+
+#[test]
+fn nemo_gym_reasoning_joins_when_the_template_keeps_it_and_breaks_when_it_drops_it() {
+    let Some((s, data)) = nemo_gym("example_session_state_mgmt") else {
+        return;
+    };
+    let env = load(&format!("nemo_gym:{}?data={data}&api=chat", s.url)).unwrap();
+    let thinking = |msgs: &[Value]| match turn(msgs) {
+        0 => counter(msgs).thinking("Two increments, then read the counter."),
+        _ => counter(msgs),
+    };
+    // The driver hands the reasoning back as a reasoning item, so a Qwen3-style template that
+    // keeps it within the tool loop re-renders the first turn exactly as sampled.
+    let up = TokenModel::start(History::Keep, thinking);
+    let t = env.rollout(&endpoint(&up), &task(0));
+    assert_eq!(t.score(), Some(1.0), "{:?}", t.error);
+    let r = assert_joined(&t);
+    let first = &r.segments[0];
+    let sampled = detokenize(&r.tokens[first.completion_start..][..first.completion_len]);
+    assert!(sampled.starts_with("<think>\nTwo increments"), "{sampled}");
+    // A DeepSeek-R1-style template drops it from history: the second prompt breaks off.
+    let up = TokenModel::start(History::DropThink, thinking);
+    let t = env.rollout(&endpoint(&up), &task(0));
+    assert_eq!(t.score(), Some(1.0), "{:?}", t.error);
+    assert_captured(&up, &t);
+    assert_eq!(trace(&t, Turns::Join), Err(MaskReason::Discontinuous(1)));
 }
