@@ -217,7 +217,8 @@ fn prompt_len(traj: &Trajectory) -> usize {
         .as_ref()
         .and_then(|o| o.messages.as_ref());
     if let Some(init) = initial {
-        let begins = init.len() <= conv.len()
+        let begins = !init.is_empty()
+            && init.len() <= conv.len()
             && init
                 .iter()
                 .zip(conv)
