@@ -37,13 +37,15 @@ if ! "$python" -c 'import reasoning_gym, gymnasium' >/dev/null 2>&1; then
     "$python" -m pip install --quiet --disable-pip-version-check "${frameworks[@]}"
 fi
 
-# Verifiers 0.3.1 (classic API) and 0.4.0 (v1 API) each in their own venv (tests/verifiers.rs).
+# Verifiers 0.3.1 (classic API) and 0.4.0 (v1 API) each in their own venv (tests/verifiers.rs,
+# and tests/traces.rs, which turns their recorded rollouts into training traces).
 scripts/setup_verifiers.sh
 export NENYAX_VERIFIERS_031_PYTHON="$root/.venv-verifiers-0.3.1/bin/python"
 export NENYAX_VERIFIERS_040_PYTHON="$root/.venv-verifiers-0.4.0/bin/python"
 
-# NeMo Gym 0.7.0's resources servers in their own venv (tests/nemo_gym.rs starts real servers
-# from it); with NENYAX_REQUIRE_NEMO_GYM set, a missing interpreter fails rather than skips.
+# NeMo Gym 0.7.0's resources servers in their own venv (tests/nemo_gym.rs and tests/traces.rs
+# start real servers from it, traces.rs also its vllm_model server); with NENYAX_REQUIRE_NEMO_GYM
+# set, a missing interpreter fails rather than skips.
 scripts/setup_nemo_gym.sh
 export NENYAX_NEMO_GYM_PYTHON="$root/.venv-nemo-gym/bin/python"
 export NENYAX_REQUIRE_NEMO_GYM=1

@@ -110,10 +110,37 @@ impl ResourcesServer {
         let config = format!(
             "head_server: {{host: 127.0.0.1, port: 11000}}\ndry_run: false\n{name}:\n  resources_servers:\n    {name}: {{entrypoint: app.py, host: 127.0.0.1, port: {port}}}\n"
         );
+        ResourcesServer::spawn(python, name, dir, name, config, port)
+    }
+
+    /// Start NeMo Gym's own model server `vllm_model` in front of the vLLM-compatible server
+    /// at `base_url` (serving `model`), configured as its shipped
+    /// `configs/vllm_model_for_training.yaml`: it returns token ids and log-probs on every
+    /// message (chat) or output item (Responses).
+    pub fn start_vllm_model(python: &str, base_url: &str, model: &str) -> ResourcesServer {
+        let dir = servers_dir(python)
+            .parent()
+            .expect("site-packages")
+            .join("responses_api_models/vllm_model");
+        let port = free_port();
+        let config = format!(
+            "head_server: {{host: 127.0.0.1, port: 11000}}\ndry_run: false\npolicy_model:\n  responses_api_models:\n    vllm_model: {{entrypoint: app.py, host: 127.0.0.1, port: {port}, base_url: '{base_url}', api_key: none, model: {model}, return_token_id_information: true, request_prompt_and_generation_token_ids: false, uses_reasoning_parser: true}}\n"
+        );
+        ResourcesServer::spawn(python, "vllm_model", dir, "policy_model", config, port)
+    }
+
+    fn spawn(
+        python: &str,
+        name: &str,
+        dir: PathBuf,
+        config_path: &str,
+        config: String,
+        port: u16,
+    ) -> ResourcesServer {
         let child = Command::new(python)
             .args(["-c", WATCHDOG])
             .current_dir(&dir)
-            .env("NEMO_GYM_CONFIG_PATH", name)
+            .env("NEMO_GYM_CONFIG_PATH", config_path)
             .env("NEMO_GYM_CONFIG_DICT", config)
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use super::json::{number, parse};
 use super::Pool;
 use crate::contract::{
-    JudgeSource, Judgment, Manifest, Message, Mode, RewardTiming, Role, TaskRef, Trajectory,
+    JudgeSource, Judgment, Manifest, Message, Mode, Observation, RewardTiming, Role, TaskRef,
+    Trajectory,
 };
 use crate::env::{Environment, RolloutOptions};
 use crate::error::{Error, Result};
@@ -124,6 +125,13 @@ impl Environment for VerifiersEnv {
                 .unwrap_or_default()
         };
         traj.messages = messages("prompt");
+        // The prompt as the environment set it, before any policy turn: what tells a trace
+        // (train::trace) few-shot turns from sampled ones even when the first call is missing.
+        traj.initial_observation = Some(Observation {
+            text: Some(last_user(&traj.messages)),
+            messages: Some(traj.messages.clone()),
+            ..Observation::default()
+        });
         traj.messages.extend(messages("completion"));
         let mut components = Map::new();
         for k in ["components", "metrics"] {

@@ -101,3 +101,46 @@ fn tokens_are_extracted_from_vllm_shaped_responses() {
     assert_eq!(call.completion_token_ids, Some(vec![7, 8]));
     assert_eq!(call.completion_logprobs, Some(vec![-0.5, -1.0]));
 }
+
+#[test]
+fn tokens_are_extracted_from_nemo_gym_training_messages_and_items() {
+    let extracted = |response: serde_json::Value| {
+        let mut call = ModelCall {
+            request: JsonMap::new(),
+            response: Some(response.as_object().unwrap().clone()),
+            error: None,
+            latency_s: None,
+            prompt_token_ids: None,
+            completion_token_ids: None,
+            completion_logprobs: None,
+        };
+        call.extract_tokens();
+        (
+            call.prompt_token_ids,
+            call.completion_token_ids,
+            call.completion_logprobs,
+        )
+    };
+    let want = (Some(vec![1, 2]), Some(vec![7, 8]), Some(vec![-0.5, -1.0]));
+    let bundle = json!({"prompt_token_ids": [1, 2], "generation_token_ids": [7, 8],
+        "generation_log_probs": [-0.5, -1.0]});
+    // Chat: vllm_model moves them onto the message (and drops vLLM's own fields).
+    let mut message = json!({"role": "assistant", "content": "hi"});
+    message
+        .as_object_mut()
+        .unwrap()
+        .extend(bundle.as_object().unwrap().clone());
+    assert_eq!(
+        extracted(json!({"choices": [{"message": message, "logprobs": null}]})),
+        want
+    );
+    // Responses: onto the turn's last output item, here a function call after the text.
+    let mut call = json!({"type": "function_call", "name": "f", "arguments": "{}"});
+    call.as_object_mut()
+        .unwrap()
+        .extend(bundle.as_object().unwrap().clone());
+    let text = json!({"type": "message", "role": "assistant", "content": []});
+    assert_eq!(extracted(json!({"output": [text, call]})), want);
+    // Neither: nothing is made up.
+    assert_eq!(extracted(json!({"output": [text]})), (None, None, None));
+}

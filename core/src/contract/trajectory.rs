@@ -117,6 +117,36 @@ impl ModelCall {
                 let toks = logprobs?.get("token_logprobs")?.as_array()?;
                 Some(toks.iter().map(|t| t.as_f64().unwrap_or(0.0)).collect())
             });
+        // NeMo Gym's model servers (vllm_model with `return_token_id_information`) move the
+        // ids onto the message (chat) or the turn's last output item (Responses) as
+        // `prompt_token_ids`, `generation_token_ids` and `generation_log_probs`.
+        let nemo = choice
+            .and_then(|c| c.get("message"))
+            .filter(|m| m.get("generation_token_ids").is_some())
+            .or_else(|| {
+                let output = resp.get("output")?.as_array()?;
+                output
+                    .iter()
+                    .rev()
+                    .find(|i| i.get("generation_token_ids").is_some())
+            });
+        if let Some(item) = nemo {
+            self.prompt_token_ids = self
+                .prompt_token_ids
+                .take()
+                .or_else(|| ids(item.get("prompt_token_ids")));
+            self.completion_token_ids = self
+                .completion_token_ids
+                .take()
+                .or_else(|| ids(item.get("generation_token_ids")));
+            self.completion_logprobs = self.completion_logprobs.take().or_else(|| {
+                item.get("generation_log_probs")?
+                    .as_array()?
+                    .iter()
+                    .map(Value::as_f64)
+                    .collect()
+            });
+        }
     }
 }
 

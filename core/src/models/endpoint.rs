@@ -9,7 +9,7 @@ use super::chat::ChatModel;
 use super::providers::{provider, Provider, ProviderKind};
 use crate::contract::{Message, ModelCall};
 use crate::error::{Error, Result};
-use crate::openai::wire::{chat_request, reply_from_response, truncate};
+use crate::openai::wire::{add_capture, chat_request, reply_from_response, truncate};
 use crate::openai::{Client, RetryPolicy, Route, Upstream};
 
 /// Any OpenAI-compatible chat-completions server (vLLM, SGLang, Ollama, hosted APIs).
@@ -23,6 +23,7 @@ pub struct Endpoint {
     api_key: Option<String>,
     params: Map<String, Value>,
     stream: bool,
+    capture: bool,
     gate: Option<Arc<Gate>>,
     client: Client,
 }
@@ -75,6 +76,7 @@ impl Endpoint {
             api_key: None,
             params: Map::new(),
             stream: false,
+            capture: false,
             gate: None,
             client: Client::new(RetryPolicy::default()),
         }
@@ -122,6 +124,14 @@ impl Endpoint {
     /// and models that only stream. The recorded response is the assembled body.
     pub fn stream(mut self, on: bool) -> Self {
         self.stream = on;
+        self
+    }
+
+    /// Ask the server for token ids and logprobs (vLLM/SGLang `return_token_ids`, `logprobs`)
+    /// on every call, direct or proxied by the recording server, so that the recorded calls
+    /// are training-ready ([`crate::train::trace`]) without re-tokenising.
+    pub fn capture_tokens(mut self, on: bool) -> Self {
+        self.capture = on;
         self
     }
 
@@ -218,7 +228,8 @@ impl ChatModel for Endpoint {
     fn upstream(&self) -> Option<Upstream> {
         let mut up = Upstream::new(&self.base_url)
             .model(&self.model)
-            .retry_policy(self.client.policy());
+            .retry_policy(self.client.policy())
+            .capture_tokens(self.capture);
         if let Some(k) = &self.api_key {
             up = up.api_key(k);
         }
@@ -234,6 +245,9 @@ impl ChatModel for Endpoint {
         if self.stream {
             request.insert("stream".into(), json!(true));
             request.insert("stream_options".into(), json!({"include_usage": true}));
+        }
+        if self.capture {
+            add_capture(Route::Chat, &mut request);
         }
         let t0 = Instant::now();
         let outcome = self.post(&request);
@@ -295,6 +309,9 @@ pub struct EndpointSpec {
     /// Most requests in flight at once (default: no limit).
     #[serde(default)]
     pub max_concurrency: Option<usize>,
+    /// Ask for token ids and logprobs on every call (default false).
+    #[serde(default)]
+    pub capture_tokens: bool,
 }
 
 impl EndpointSpec {
@@ -348,7 +365,7 @@ impl EndpointSpec {
         for (k, v) in &self.params {
             e = e.param(k, v.clone());
         }
-        e = e.stream(self.stream);
+        e = e.stream(self.stream).capture_tokens(self.capture_tokens);
         if let Some(n) = self.max_concurrency {
             if n == 0 {
                 return Err(Error::Config(

@@ -204,7 +204,6 @@ pub(crate) fn request_messages(
 
 /// What a training run needs from the upstream: token ids and logprobs, asked for in the
 /// spellings vLLM and SGLang understand (OpenAI ignores `return_token_ids`).
-#[cfg(feature = "servers")]
 pub(crate) fn add_capture(route: Route, body: &mut Map<String, Value>) {
     body.entry("return_token_ids").or_insert(json!(true));
     match route {

@@ -197,20 +197,41 @@ fn shown_turns(traj: &Trajectory, action: bool) -> Option<usize> {
     if traj.messages.is_empty() {
         return None;
     }
-    // Assistant turns inside the first prompt are few-shot examples, not calls.
-    let first_prompt = traj
-        .model_calls
-        .first()
-        .and_then(|c| c.request.get("messages"))
-        .and_then(|m| m.as_array())
-        .map_or(0, Vec::len);
+    // Assistant turns inside the prompt the environment set are few-shot examples, not calls.
     let n = traj
         .messages
         .iter()
-        .skip(first_prompt.min(traj.messages.len()))
+        .skip(prompt_len(traj).min(traj.messages.len()))
         .filter(|m| m.role == Role::Assistant)
         .count();
     Some(n)
+}
+
+/// Messages of the conversation before the policy's first turn: the initial observation's
+/// when they begin the conversation, else the first recorded call's prompt (which, were that
+/// call a later one because the first was dropped, would hide the dropped turn).
+fn prompt_len(traj: &Trajectory) -> usize {
+    let conv = &traj.messages;
+    let initial = traj
+        .initial_observation
+        .as_ref()
+        .and_then(|o| o.messages.as_ref());
+    if let Some(init) = initial {
+        let begins = !init.is_empty()
+            && init.len() <= conv.len()
+            && init
+                .iter()
+                .zip(conv)
+                .all(|(a, b)| a.role == b.role && a.text() == b.text());
+        if begins {
+            return init.len();
+        }
+    }
+    traj.model_calls
+        .first()
+        .and_then(|c| c.request.get("messages"))
+        .and_then(|m| m.as_array())
+        .map_or(0, Vec::len)
 }
 
 /// The rows of one trajectory, or why it is masked.
@@ -436,6 +457,41 @@ mod tests {
             trace(&t, Turns::Join),
             Err(MaskReason::Dropped { turns: 2, calls: 1 })
         );
+    }
+
+    #[test]
+    fn a_dropped_first_call_shows_against_the_initial_prompt() {
+        // A few-shot answer in the prompt, then two policy turns; only the second was recorded,
+        // and its prompt holds the first turn as if it were part of the prompt.
+        let conv = vec![
+            Message::user("1 + 1?"),
+            Message::assistant("2"),
+            Message::user("q"),
+            Message::assistant("a"),
+            Message::new(Role::Tool, "r"),
+            Message::assistant("b"),
+        ];
+        let mut c = chat_call(vec![1, 2, 3, 10, 20], vec![11]);
+        let sent: Vec<Value> = conv[..5].iter().map(Message::to_openai).collect();
+        c.request.insert("messages".into(), Value::Array(sent));
+        let mut t = traj(vec![c]);
+        t.messages = conv.clone();
+        // From the recorded call alone the dropped turn cannot be told from the prompt.
+        assert!(trace(&t, Turns::Join).is_ok());
+        t.initial_observation = Some(Observation {
+            messages: Some(conv[..3].to_vec()),
+            ..Observation::default()
+        });
+        assert_eq!(
+            trace(&t, Turns::Join),
+            Err(MaskReason::Dropped { turns: 2, calls: 1 })
+        );
+        // An initial observation that does not begin the conversation is not trusted.
+        t.initial_observation = Some(Observation {
+            messages: Some(vec![Message::user("something else")]),
+            ..Observation::default()
+        });
+        assert!(trace(&t, Turns::Join).is_ok());
     }
 
     #[test]

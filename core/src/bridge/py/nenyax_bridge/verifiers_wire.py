@@ -2,6 +2,7 @@
 messages, errors and numbers to the protocol's JSON."""
 
 import dataclasses
+import json
 import math
 import os
 import sys
@@ -66,6 +67,12 @@ def vf_message(m):
     if calls:
         fixed = []
         for c in calls:
+            if isinstance(c, str):
+                # verifiers 0.3.1's rollout outputs hold each tool call as a JSON string.
+                try:
+                    c = json.loads(c)
+                except ValueError:
+                    pass
             c = c if isinstance(c, dict) else (c.model_dump(mode="json") if hasattr(c, "model_dump") else {"value": str(c)})
             if "function" not in c and "name" in c:
                 c = {
