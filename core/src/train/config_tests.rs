@@ -70,7 +70,7 @@ fn learner_knobs_are_checked_by_the_registry_and_placed_at_their_line() {
     assert!(e.contains("has no knob `clip_lo`"), "{e}");
     let e = err("[learner]\nuse = \"grpo\"\n[learner.trainer]\nuse = \"builtin\"\nhiden = 8\n");
     assert!(
-        e.starts_with("run.toml:5: ") && e.contains("`hiden`"),
+        e.starts_with("run.toml:5: ") && e.contains("did you mean `hidden`"),
         "{e}"
     );
     let e = err("[learner]\nuse = \"gpro\"\n");

@@ -382,6 +382,17 @@ fn builtin_trainer(
             )))
         }
     }
+    // Its knobs are SoftmaxOptions' fields; checked here for the did-you-mean serde lacks.
+    let fields = serde_json::to_value(SoftmaxOptions::default()).unwrap_or(Value::Null);
+    let known: Vec<&str> = fields
+        .as_object()
+        .map(|o| o.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    check_keys(
+        &table,
+        &format!("{what}: trainer `builtin`"),
+        known.iter().copied(),
+    )?;
     let opts: SoftmaxOptions = serde_json::from_value(Value::Object(table))
         .map_err(|e| err(format!("{what}: trainer `builtin`: {e}")))?;
     opts.validate()?;
