@@ -1,4 +1,7 @@
-//! The `nenyax` command line: list drivers, inspect, check, run and replay environments.
+//! The `nenyax` command line: list drivers, inspect, check, run, replay and train on
+//! environments.
+
+mod train_cmd;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde_json::{json, Value};
@@ -15,8 +18,8 @@ use nenyax::{plan, replay, Endpoint, Environment, Error, Policy, Readiness, Regi
 #[command(
     name = "nenyax",
     version,
-    about = "One contract for every RL environment: load by URI, check, run, replay",
-    after_help = "Examples:\n  nenyax check builtin:arithmetic\n  nenyax run builtin:arithmetic --policy oracle -n 1000 --out t.jsonl\n  nenyax try builtin:guess"
+    about = "One contract for every RL environment: load by URI, check, run, replay, train",
+    after_help = "Examples:\n  nenyax check builtin:arithmetic\n  nenyax run builtin:arithmetic --policy oracle -n 1000 --out t.jsonl\n  nenyax try builtin:guess\n  nenyax train gymnasium:CartPole-v1 --learner grpo --rounds 20 --group-size 8"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -31,7 +34,7 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// List every model provider, whether it is ready here, and what it still needs
+    /// List every model provider and learner, whether it is ready here, and what it needs
     Integrations {
         /// Print JSON instead of a table
         #[arg(long)]
@@ -126,6 +129,8 @@ enum Command {
         #[arg(long, default_value_t = 1 << 20)]
         max_message_bytes: usize,
     },
+    /// Improve a policy with a learner: held-out evaluation, gated updates, a report
+    Train(Box<train_cmd::TrainArgs>),
     /// Play episodes and show them as readable replays
     Try {
         /// Environment URI
@@ -254,8 +259,10 @@ fn load(registry: &Registry, uri: &str) -> Result<Arc<dyn Environment>, Error> {
 fn run(cli: Cli) -> Result<ExitCode, Error> {
     let registry = Registry::with_builtins();
     match cli.command {
+        // Its own exit statuses: 1 for a run that failed, 2 for what the user wrote.
+        Command::Train(args) => Ok(train_cmd::run(*args)),
         Command::Integrations { json } => {
-            let rows: Vec<Value> = nenyax::providers::PROVIDERS
+            let mut rows: Vec<Value> = nenyax::providers::PROVIDERS
                 .iter()
                 .map(|p| {
                     let ready = p.readiness();
@@ -270,7 +277,10 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                     })
                 })
                 .collect();
+            let learners = train_cmd::learner_rows();
             if json {
+                // One list: providers, then learners (`kind` = "learner").
+                rows.extend(learners);
                 println!(
                     "{}",
                     serde_json::to_string_pretty(&rows).expect("serialises")
@@ -294,6 +304,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                         println!("  {:<11} {:<6} {:<7} needs: {n}", "", "", "");
                     }
                 }
+                train_cmd::print_learners(&learners);
             }
             Ok(ExitCode::SUCCESS)
         }

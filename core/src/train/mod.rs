@@ -15,7 +15,11 @@
 //!   one [`Trainer`] interface serves all of them: the built-in [`SoftmaxPolicy`], or a host's
 //!   own model through the C ABI.
 //! - `tinker`: not available (see [`learner`]).
+//!
+//! A whole run (environment, model, learner, options, output) can be described in one TOML
+//! file: [`config::RunConfig`].
 
+pub mod config;
 mod incontext;
 mod options;
 mod pg;
@@ -25,10 +29,11 @@ mod rounds;
 mod softmax;
 pub mod trace;
 
+pub use config::RunConfig;
 pub use incontext::InContext;
 pub use options::TrainOptions;
 pub use pg::{Objective, PgLearner, PgOptions, TraceBatch, Trainer, Weights};
-pub use registry::{learner, LearnerParts, NAMES};
+pub use registry::{check_learner, learner, Checked, LearnerParts, NAMES};
 pub use report::{RoundReport, TrainReport};
 pub use rounds::{train, train_with};
 pub use softmax::{SoftmaxOptions, SoftmaxPolicy};

@@ -40,6 +40,26 @@ impl Default for SoftmaxOptions {
     }
 }
 
+impl SoftmaxOptions {
+    /// Whether the numbers make sense (`lr` > 0, `max_grad_norm` >= 0), before any environment
+    /// is at hand.
+    pub fn validate(&self) -> Result<()> {
+        if !(self.lr.is_finite() && self.lr > 0.0) {
+            return Err(Error::Config(format!(
+                "the built-in policy's `lr` is {}; it must be > 0",
+                self.lr
+            )));
+        }
+        if !(self.max_grad_norm.is_finite() && self.max_grad_norm >= 0.0) {
+            return Err(Error::Config(format!(
+                "the built-in policy's `max_grad_norm` is {}; it must be >= 0 (0: no clipping)",
+                self.max_grad_norm
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// Weights: `logits = W2 tanh(W1 x + b1) + b2`, or `W x + b` without a hidden layer.
 #[derive(Debug, Clone, PartialEq)]
 struct Net {
@@ -187,12 +207,7 @@ impl SoftmaxPolicy {
                 )))
             }
         };
-        if !(opts.lr.is_finite() && opts.lr > 0.0) {
-            return Err(Error::Config(format!(
-                "the built-in policy's `lr` is {}; it must be > 0",
-                opts.lr
-            )));
-        }
+        opts.validate()?;
         let session = env.session(None, Some(0)).map_err(|e| {
             Error::Config(format!(
                 "the built-in policy reads one observation of {} to size its input: {e}",
