@@ -12,7 +12,7 @@ use nenyax::Error;
 
 /// Examples shown by `nenyax train --help`.
 const EXAMPLES: &str = "Examples:
-  nenyax train gymnasium:CartPole-v1 --learner grpo --rounds 20 --group-size 8
+  nenyax train gymnasium:CartPole-v1 --learner grpo
       the built-in softmax policy, trained with GRPO (no model, no GPU); held-out return
       24 -> 283 in about a minute on 2 cores
   nenyax train builtin:arithmetic --learner incontext --base-url http://127.0.0.1:8000/v1 --model M

@@ -114,8 +114,7 @@ fn finish(name: &str, child: std::process::Child) -> Output {
 }
 
 /// The README's command: GRPO with the built-in softmax policy takes CartPole-v1 from a random
-/// policy's return past Gymnasium's solved threshold (195), with every knob at its default but
-/// the run's length and group size. The example config describes the same run and, with the
+/// policy's return past Gymnasium's solved threshold (195), with every knob at its default. The example config describes the same run and, with the
 /// same seed, gives the same numbers on one thread (a flag over the file's 2) as the plain
 /// command on one per core.
 #[test]
@@ -126,10 +125,6 @@ fn cartpole_grpo_from_the_plain_command_solves_and_its_config_reproduces_it() {
         "gymnasium:CartPole-v1".into(),
         "--learner".into(),
         "grpo".into(),
-        "--rounds".into(),
-        "20".into(),
-        "--group-size".into(),
-        "8".into(),
         "--out".into(),
         a.display().to_string(),
         "--plot".into(),

@@ -31,6 +31,11 @@ pub struct TrainOptions {
     pub gate: bool,
     /// How much worse than the best held-out score an update may be and still be kept.
     pub gate_tolerance: f64,
+    /// An update is reverted only when its held-out score is below the current policy's by
+    /// more than `gate_tolerance + gate_sigma x` the standard error of the difference of the
+    /// two evaluations (0: any drop reverts). 1 by default, so evaluation noise alone neither
+    /// reverts good updates nor lets one lucky evaluation freeze training.
+    pub gate_sigma: f64,
     /// Write every trajectory (train and eval, with `metadata.episode`) to this JSONL file.
     pub trajectories: Option<String>,
     /// One line per round on stderr when it is a terminal.
@@ -40,8 +45,11 @@ pub struct TrainOptions {
 impl Default for TrainOptions {
     fn default() -> Self {
         TrainOptions {
-            rounds: 5,
-            group_size: 4,
+            // Enough for the built-in policy to solve CartPole with `grpo` in a few seconds; groups
+            // of 8 as the product description's example, so group-relative advantages have
+            // something to compare.
+            rounds: 20,
+            group_size: 8,
             batch: 8,
             eval_tasks: None,
             eval_repeats: 1,
@@ -51,6 +59,7 @@ impl Default for TrainOptions {
             max_steps: None,
             gate: true,
             gate_tolerance: 0.0,
+            gate_sigma: 1.0,
             trajectories: None,
             progress: true,
         }

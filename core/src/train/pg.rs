@@ -340,11 +340,21 @@ impl PgLearner {
         Ok(v)
     }
 
-    /// Split row indices into this learner's minibatches.
-    fn minibatches(&self, rows: usize) -> Vec<Vec<usize>> {
-        let k = self.opts.minibatches.min(rows).max(1);
+    /// Whole groups go to one minibatch, so a group's members (DPO's pairs) stay together.
+    fn minibatches(&self, batch: &TraceBatch<'_>) -> Vec<Vec<usize>> {
+        let mut groups: Vec<usize> = batch.info.iter().map(|i| i.group).collect();
+        groups.sort_unstable();
+        groups.dedup();
+        let k = self.opts.minibatches.min(groups.len()).max(1);
         (0..k)
-            .map(|i| (0..rows).filter(|r| r % k == i).collect())
+            .map(|i| {
+                (0..batch.len())
+                    .filter(|&r| {
+                        let g = groups.binary_search(&batch.info[r].group).unwrap_or(0);
+                        g % k == i
+                    })
+                    .collect()
+            })
             .collect()
     }
 
@@ -362,7 +372,7 @@ impl PgLearner {
         let mut steps = 0.0;
         let mut stepped = false;
         for _ in 0..self.opts.epochs {
-            for rows in self.minibatches(batch.len()) {
+            for rows in self.minibatches(batch) {
                 let sub = batch.select(&rows);
                 let logp = match first_logp {
                     Some(l) if !stepped => sub.regrid(batch.width(), &rows, l),

@@ -42,6 +42,11 @@ pub struct RoundReport {
     pub train_score: Option<f64>,
     /// Held-out mean score after the update (failed episodes count 0).
     pub eval_score: Option<f64>,
+    /// Standard error of that mean.
+    pub eval_se: Option<f64>,
+    /// The score below which the update was reverted (the current policy's held-out score
+    /// less the tolerance and the noise allowance).
+    pub gate_bar: Option<f64>,
     /// Held-out episodes that failed.
     pub eval_failed: usize,
     /// Training episodes.
@@ -67,6 +72,8 @@ impl RoundReport {
             error: None,
             train_score: None,
             eval_score: None,
+            eval_se: None,
+            gate_bar: None,
             eval_failed: 0,
             episodes: 0,
             failed_episodes: 0,

@@ -114,13 +114,29 @@ impl Sink {
     }
 }
 
-/// Mean score of an evaluation; failed episodes count as 0 (a policy that breaks the
-/// environment is not a good one). `None` when every episode failed.
-fn eval_score(trajs: &[Trajectory]) -> Option<f64> {
-    if trajs.iter().all(|t| !t.ok()) {
-        return None;
+/// A held-out evaluation: each episode's score (a failed episode counts 0: a policy that
+/// breaks the environment is not a good one) and how many failed.
+#[derive(Debug, Clone, Default)]
+struct Eval {
+    scores: Vec<f64>,
+    failed: usize,
+}
+
+impl Eval {
+    fn mean(&self) -> f64 {
+        self.scores.iter().sum::<f64>() / self.scores.len().max(1) as f64
     }
-    Some(trajs.iter().map(|t| t.score().unwrap_or(0.0)).sum::<f64>() / trajs.len() as f64)
+
+    /// The standard error of the mean (0 with fewer than two episodes).
+    fn se(&self) -> f64 {
+        let n = self.scores.len();
+        if n < 2 {
+            return 0.0;
+        }
+        let m = self.mean();
+        let var = self.scores.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (n - 1) as f64;
+        (var / n as f64).sqrt()
+    }
 }
 
 /// Completion tokens the policy sampled in these trajectories (token ids where recorded, else
@@ -160,12 +176,7 @@ impl Loop<'_> {
         Ok(out)
     }
 
-    fn evaluate(
-        &mut self,
-        learner: &mut dyn Learner,
-        eval: &[Slot],
-        round: usize,
-    ) -> Result<(Option<f64>, usize)> {
+    fn evaluate(&mut self, learner: &mut dyn Learner, eval: &[Slot], round: usize) -> Result<Eval> {
         let policy = learner.policy()?;
         let mut jobs = Vec::new();
         for (g, slot) in eval.iter().enumerate() {
@@ -187,16 +198,19 @@ impl Loop<'_> {
         }
         let trajs = self.rollouts(&policy, jobs)?;
         let failed = trajs.iter().filter(|t| !t.ok()).count();
-        match eval_score(&trajs) {
-            Some(s) => Ok((Some(s), failed)),
-            None => Err(Error::Training(format!(
+        if failed == trajs.len() {
+            return Err(Error::Training(format!(
                 "every held-out episode failed; the first: {}",
                 trajs
                     .first()
                     .and_then(|t| t.error.clone())
                     .unwrap_or_default()
-            ))),
+            )));
         }
+        Ok(Eval {
+            scores: trajs.iter().map(|t| t.score().unwrap_or(0.0)).collect(),
+            failed,
+        })
     }
 }
 
@@ -239,26 +253,29 @@ pub fn train_with(
     let show = opts.progress && std::io::stderr().is_terminal();
     let mut report = TrainReport::new(env.id(), learner.describe(), opts, pool.len(), eval.len());
     let t0 = Instant::now();
-    let (baseline, eval_failed) = lp.evaluate(learner, &eval, 0)?;
+    let baseline = lp.evaluate(learner, &eval, 0)?;
     let mut base = RoundReport::new(0);
-    base.eval_score = baseline;
-    base.eval_failed = eval_failed;
+    base.eval_score = Some(baseline.mean());
+    base.eval_se = Some(baseline.se());
+    base.eval_failed = baseline.failed;
     base.times.eval_s = t0.elapsed().as_secs_f64();
     base.times.wall_s = base.times.eval_s;
     base.outcome = "baseline".into();
-    report.baseline = baseline.unwrap_or(0.0);
+    report.baseline = baseline.mean();
     if show {
         eprintln!("{}", base.line());
     }
     on_round(&base);
     report.rounds.push(base);
     let mut best = report.baseline;
-    let mut current = best;
+    // The held-out evaluation of the policy the learner holds now, which the next update must
+    // not make worse.
+    let mut current = baseline;
     for round in 1..=opts.rounds {
-        let r = run_round(&mut lp, learner, &pool, &eval, round, best);
-        if let (Some(e), "kept") = (r.eval_score, r.outcome.as_str()) {
-            current = e;
-            best = best.max(e);
+        let (r, after) = run_round(&mut lp, learner, &pool, &eval, round, &current);
+        if let (Some(after), "kept") = (after, r.outcome.as_str()) {
+            best = best.max(after.mean());
+            current = after;
         }
         if r.ungated {
             report.gated = false;
@@ -274,7 +291,7 @@ pub fn train_with(
             .map_err(|e| Error::io("writing training trajectories", e))?;
     }
     report.best = best;
-    report.final_eval = current;
+    report.final_eval = current.mean();
     report.wall_s = t_start.elapsed().as_secs_f64();
     Ok(report)
 }
@@ -295,29 +312,35 @@ fn check_options(learner: &dyn Learner, opts: &TrainOptions) -> Result<()> {
             "group_size and batch must be at least 1".into(),
         ));
     }
-    if !opts.gate_tolerance.is_finite() || opts.gate_tolerance < 0.0 {
-        return Err(Error::Config(format!(
-            "gate_tolerance is {}; it must be a finite number >= 0",
-            opts.gate_tolerance
-        )));
+    for (k, v) in [
+        ("gate_tolerance", opts.gate_tolerance),
+        ("gate_sigma", opts.gate_sigma),
+    ] {
+        if !v.is_finite() || v < 0.0 {
+            return Err(Error::Config(format!(
+                "{k} is {v}; it must be a finite number >= 0"
+            )));
+        }
     }
     Ok(())
 }
 
-/// One round; never an error: a failure is the round's outcome.
+/// One round and, when it ran, its held-out evaluation; never an error: a failure is the
+/// round's outcome.
 fn run_round(
     lp: &mut Loop<'_>,
     learner: &mut dyn Learner,
     pool: &[Slot],
     eval: &[Slot],
     round: usize,
-    best: f64,
-) -> RoundReport {
+    current: &Eval,
+) -> (RoundReport, Option<Eval>) {
     let opts = lp.opts;
     let t_round = Instant::now();
     let mut r = RoundReport::new(round);
     let mut times = Times::default();
     let mut snapshot = false;
+    let mut after = None;
     let result = (|| -> Result<()> {
         // Rollouts: `batch` groups of `group_size` members each.
         let t0 = Instant::now();
@@ -389,17 +412,24 @@ fn run_round(
         r.update = Some(update);
         // Held-out evaluation and the gate.
         let t0 = Instant::now();
-        let (score, failed) = lp.evaluate(learner, eval, round)?;
+        let e = lp.evaluate(learner, eval, round)?;
         times.eval_s = t0.elapsed().as_secs_f64();
-        r.eval_score = score;
-        r.eval_failed = failed;
-        let score = score.unwrap_or(0.0);
+        r.eval_score = Some(e.mean());
+        r.eval_se = Some(e.se());
+        r.eval_failed = e.failed;
+        // Worse beyond the evaluations' noise: the standard error of the difference of the
+        // two means, times gate_sigma (a lucky evaluation must not freeze training).
+        let noise = (current.se().powi(2) + e.se().powi(2)).sqrt();
+        let bar = current.mean() - opts.gate_tolerance - opts.gate_sigma * noise;
+        r.gate_bar = Some(bar);
+        let worse = e.mean() < bar;
+        after = Some(e);
         r.outcome = if !opts.gate {
             "kept".into()
         } else if !snapshot {
             r.ungated = true;
             "kept".into()
-        } else if score < best - opts.gate_tolerance {
+        } else if worse {
             let t0 = Instant::now();
             learner.restore()?;
             times.gate_s += t0.elapsed().as_secs_f64();
@@ -425,7 +455,7 @@ fn run_round(
     times.wall_s = t_round.elapsed().as_secs_f64();
     times.overhead_s = (times.wall_s - times.rollout_s - times.eval_s - times.trainer_s).max(0.0);
     r.times = times;
-    r
+    (r, after)
 }
 
 #[cfg(test)]
