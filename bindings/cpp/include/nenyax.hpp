@@ -354,7 +354,8 @@ class Policy {
   // return "\"<answer>4</answer>\"" for the text <answer>4</answer>, "42" for the number 42.
   static Policy action(ActionFn fn, bool thread_safe = false) {
     if (!fn) detail::empty_callback("Policy::action's function");
-    nenyax_policy_vtable_t vt{NENYAX_VTABLE_VERSION, &detail::act_trampoline, nullptr};
+    nenyax_policy_vtable_t vt{NENYAX_VTABLE_VERSION, &detail::act_trampoline, nullptr, nullptr,
+                              nullptr};
     return make(vt, new ActionFn(std::move(fn)), &detail::delete_user_data<ActionFn>,
                 thread_safe);
   }
@@ -362,7 +363,8 @@ class Policy {
   // A chat policy from a messages (JSON array) -> reply text (plain UTF-8) function.
   static Policy chat(ChatFn fn, bool thread_safe = false) {
     if (!fn) detail::empty_callback("Policy::chat's function");
-    nenyax_policy_vtable_t vt{NENYAX_VTABLE_VERSION, nullptr, &detail::chat_trampoline};
+    nenyax_policy_vtable_t vt{NENYAX_VTABLE_VERSION, nullptr, &detail::chat_trampoline, nullptr,
+                              nullptr};
     return make(vt, new ChatFn(std::move(fn)), &detail::delete_user_data<ChatFn>, thread_safe);
   }
 

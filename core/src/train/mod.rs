@@ -30,7 +30,7 @@ pub use options::TrainOptions;
 pub use pg::{Objective, PgLearner, PgOptions, TraceBatch, Trainer, Weights};
 pub use registry::{learner, LearnerParts, NAMES};
 pub use report::{RoundReport, TrainReport};
-pub use rounds::{train, train_with};
+pub use rounds::{train, train_serving, train_with};
 pub use softmax::{SoftmaxOptions, SoftmaxPolicy};
 pub use trace::{MaskReason, TraceRow, Turns};
 

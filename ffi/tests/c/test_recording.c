@@ -82,7 +82,7 @@ static int post_chat(const char *base_url, const char *content, char *buf, size_
 
 int main(void)
 {
-    nenyax_policy_vtable_t vt = {NENYAX_VTABLE_VERSION, NULL, chat_answer};
+    nenyax_policy_vtable_t vt = {NENYAX_VTABLE_VERSION, NULL, chat_answer, NULL, NULL};
     nenyax_policy_t *model = NULL, *preset = NULL, *unsafe_model = NULL;
     nenyax_recording_t *rec = NULL, *proxy = NULL;
     nenyax_string_t url = {NULL, 0}, proxy_url = {NULL, 0}, calls = {NULL, 0}, t = {NULL, 0};
