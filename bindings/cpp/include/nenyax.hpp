@@ -23,7 +23,7 @@
 //   the library's message as what() and the stable nenyax_status_t as status(); the C error
 //   object is freed before the throw. A failed *episode* is not an error: its trajectory
 //   carries the message in "error".
-// - Ownership. Env, Policy, Session, Runner, Sandbox, Recording and Server own one C handle
+// - Ownership. Env, Policy, Session, Runner, Sandbox, Recording, Server and Learner own one C handle
 //   each, through the one RAII template nenyax::Handle<T, Free>; they are move-only, and
 //   a moved-from object is empty: safe to destroy or assign to, and any other call on it throws
 //   nenyax::Error(NENYAX_STATUS_INVALID_ARGUMENT). Handles may be destroyed in any order (a
@@ -1103,5 +1103,8 @@ inline DpoResult dpo_loss(View<const double> rewards, View<const std::int64_t> g
 }
 
 }  // namespace nenyax
+
+// Training (Learner, Trainer, train, per-episode policies) lives in its own header.
+#include "nenyax_train.hpp"
 
 #endif  // NENYAX_HPP
