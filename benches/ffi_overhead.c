@@ -249,11 +249,11 @@ int main(int argc, char **argv) {
     die(nenyax_env_load(URI, strlen(URI), &env), "nenyax_env_load");
     nenyax_policy_t *reference = NULL, *callback = NULL, *callback_ts = NULL;
     die(nenyax_env_reference_policy(env, &reference), "nenyax_env_reference_policy");
-    nenyax_policy_vtable_t vt = {NENYAX_VTABLE_VERSION, solve, NULL};
+    nenyax_policy_vtable_t vt = {NENYAX_VTABLE_VERSION, solve, NULL, NULL, NULL};
     die(nenyax_policy_new(&vt, NULL, NULL, 0, &callback), "nenyax_policy_new");
     die(nenyax_policy_new(&vt, NULL, NULL, NENYAX_THREAD_SAFE, &callback_ts), "nenyax_policy_new");
     nenyax_policy_t *chat = NULL, *chat_ts = NULL;
-    nenyax_policy_vtable_t cvt = {NENYAX_VTABLE_VERSION, NULL, solve_chat};
+    nenyax_policy_vtable_t cvt = {NENYAX_VTABLE_VERSION, NULL, solve_chat, NULL, NULL};
     die(nenyax_policy_new(&cvt, NULL, NULL, 0, &chat), "nenyax_policy_new");
     die(nenyax_policy_new(&cvt, NULL, NULL, NENYAX_THREAD_SAFE, &chat_ts), "nenyax_policy_new");
 

@@ -43,9 +43,10 @@
  * Threads. const handles may be used from several threads at once; non-const ones (a session)
  * need exclusive access. A runner runs a batch on its own worker threads. Host callbacks
  * (policies, callback-defined environments) run only on the thread that called into the
- * library unless registered with NENYAX_THREAD_SAFE: while nenyax_runner_run or
- * nenyax_env_check run, workers hand each callback to the calling thread, which runs it while
- * it waits, so Go and Julia hosts are safe. Callbacks registered as NENYAX_THREAD_SAFE are
+ * library unless registered with NENYAX_THREAD_SAFE: while nenyax_runner_run,
+ * nenyax_env_check or nenyax_train run, workers hand each callback to the calling thread, which
+ * runs it while it waits, so Go and Julia hosts are safe. Trainer and learner callbacks run on
+ * the thread that called nenyax_train. Callbacks registered as NENYAX_THREAD_SAFE are
  * called from worker threads directly and concurrently (full parallelism, e.g. for C++).
  * A callback object must not be used by two host threads' batches at the same time unless it
  * is NENYAX_THREAD_SAFE. A callback that fails (non-zero return) fails that episode only, with
@@ -61,8 +62,13 @@
 // Most worker threads a runner may have.
 #define NENYAX_MAX_THREADS 1024
 
-// Version of `nenyax_policy_vtable_t`, `nenyax_task_vtable_t` and `nenyax_state_vtable_t`.
+// Version of `nenyax_task_vtable_t` and `nenyax_state_vtable_t`, and of a
+// `nenyax_policy_vtable_t` with `act` or `chat` only (its first three fields).
 #define NENYAX_VTABLE_VERSION 1
+
+// Version of a `nenyax_policy_vtable_t` with all its fields, `act_episode` and `chat_episode`
+// included.
+#define NENYAX_POLICY_VTABLE_VERSION 2
 
 // How many f64 values the CUDA entry points write to `stats_device`: loss, loss_pg, kl,
 // entropy, clip_fraction, approx_kl, mean_ratio, tokens, rows, bad-input flags.
@@ -104,6 +110,27 @@
 
 // `nenyax_pg_batch_t.device`: the loss runs on the GPU.
 #define NENYAX_DEVICE_CUDA 1
+
+// Version of `nenyax_trace_batch_t`.
+#define NENYAX_TRACE_BATCH_VERSION 1
+
+// Version of `nenyax_trainer_vtable_t`.
+#define NENYAX_TRAINER_VTABLE_VERSION 1
+
+// Version of `nenyax_learner_vtable_t`.
+#define NENYAX_LEARNER_VTABLE_VERSION 1
+
+// Version of `nenyax_episode_t`.
+#define NENYAX_EPISODE_VERSION 1
+
+// `nenyax_episode_t.phase`: a plain batch, check or single rollout.
+#define NENYAX_PHASE_RUN 0
+
+// `nenyax_episode_t.phase`: a training rollout, which a learner will update from.
+#define NENYAX_PHASE_TRAIN 1
+
+// `nenyax_episode_t.phase`: a held-out evaluation episode.
+#define NENYAX_PHASE_EVAL 2
 
 // Stable status codes; values are never reused or renumbered.
 typedef enum nenyax_status_t {
@@ -158,6 +185,9 @@ typedef enum nenyax_status_t {
   // A server refused a session because it is at its session limit (the message is the
   // server's own); retry later or open fewer sessions.
   NENYAX_STATUS_CAPACITY = 24,
+  // A training round could not update: a trainer callback failed or returned non-finite
+  // log-probabilities, or every trace was masked (the message says why).
+  NENYAX_STATUS_TRAINING = 25,
 } nenyax_status_t;
 
 // A loaded environment (any format). Thread-safe: `const` functions may run concurrently.
@@ -165,6 +195,10 @@ typedef struct nenyax_env_t nenyax_env_t;
 
 // An error: a status code and a readable message. Free it with `nenyax_error_free`.
 typedef struct nenyax_error_t nenyax_error_t;
+
+// A learner: a named one (over a host trainer or the built-in policy) or the host's own.
+// Not thread-safe: one nenyax_train at a time may use it.
+typedef struct nenyax_learner_t nenyax_learner_t;
 
 // A policy: an action or chat callback, an endpoint, or an environment's own policy.
 typedef struct nenyax_policy_t nenyax_policy_t;
@@ -259,14 +293,73 @@ typedef int32_t (*nenyax_chat_fn)(void *user_data,
                                   size_t messages_len,
                                   struct nenyax_reply_t *reply);
 
-// A policy implemented by the host: set exactly one of `act` and `chat`.
+// Which episode and which call a per-episode callback serves, so that it can seed its sampling
+// per call (the same draws whatever thread runs the episode) and tell group members apart.
+// Valid only during the callback.
+typedef struct nenyax_episode_t {
+  // NENYAX_EPISODE_VERSION.
+  uint32_t version;
+  // NENYAX_PHASE_RUN, NENYAX_PHASE_TRAIN or NENYAX_PHASE_EVAL.
+  uint32_t phase;
+  // Training round (0: before training; evaluations of round r say r).
+  uint32_t round;
+  // Group index within the round (evaluation: the held-out task's index).
+  uint32_t group;
+  // Member index within the group (evaluation: the repeat).
+  uint32_t member;
+  // This call's index within the episode, 0-based.
+  uint64_t step;
+  // The environment seed (when `has_seed`).
+  int64_t seed;
+  // Whether the episode has an environment seed.
+  bool has_seed;
+  // The task's id (UTF-8, NUL-terminated); NULL when the episode plays no listed task.
+  const char *task_id;
+  // Length of `task_id` in bytes, without the NUL (0 when NULL).
+  size_t task_id_len;
+  // Seed for this call's sampling: the same episode and step always get the same seed.
+  uint64_t sample_seed;
+} nenyax_episode_t;
+
+// Per-episode action callback: reads the episode and the observation JSON, writes the action
+// JSON into `reply` and, optionally, what it sampled into `record` (JSON {"prompt_token_ids":
+// [int] (optional), "completion_token_ids": [int], "completion_logprobs": [number]
+// (optional)}), returns 0; or returns non-zero with an optional message in `reply`.
+typedef int32_t (*nenyax_act_episode_fn)(void *user_data,
+                                         const struct nenyax_episode_t *episode,
+                                         const char *observation_json,
+                                         size_t observation_len,
+                                         struct nenyax_reply_t *reply,
+                                         struct nenyax_reply_t *record);
+
+// Per-episode chat callback: reads the episode and the conversation (JSON array of
+// OpenAI-shaped messages), writes the reply text (plain UTF-8) into `reply` and, optionally,
+// the call's token ids into `record` (JSON as for nenyax_act_episode_fn; a chat call needs
+// "prompt_token_ids" to be trained on), returns 0; non-zero fails.
+typedef int32_t (*nenyax_chat_episode_fn)(void *user_data,
+                                          const struct nenyax_episode_t *episode,
+                                          const char *messages_json,
+                                          size_t messages_len,
+                                          struct nenyax_reply_t *reply,
+                                          struct nenyax_reply_t *record);
+
+// A policy implemented by the host: set exactly one of `act`, `chat`, `act_episode` and
+// `chat_episode`. Version 1 (NENYAX_VTABLE_VERSION) ends after `chat` and is never read past
+// it, so hosts built against older headers keep working; version 2
+// (NENYAX_POLICY_VTABLE_VERSION) adds the per-episode callbacks.
 typedef struct nenyax_policy_vtable_t {
-  // NENYAX_VTABLE_VERSION.
+  // NENYAX_POLICY_VTABLE_VERSION (2), or NENYAX_VTABLE_VERSION (1) for `act`/`chat` only.
   uint32_t version;
   // Observation JSON -> action JSON.
   nenyax_act_fn act;
   // Messages JSON -> reply text.
   nenyax_chat_fn chat;
+  // Version 2: observation JSON -> action JSON, told which episode and call it serves, and
+  // recording what it sampled for training.
+  nenyax_act_episode_fn act_episode;
+  // Version 2: messages JSON -> reply text, told which episode and call it serves, and
+  // recording the call's token ids for training.
+  nenyax_chat_episode_fn chat_episode;
 } nenyax_policy_vtable_t;
 
 // Receives one trajectory (JSON) of a batch, in job order, on the calling thread; non-zero
@@ -342,6 +435,82 @@ typedef struct nenyax_pg_stats_t {
   // Rows with at least one valid token (B').
   double rows;
 } nenyax_pg_stats_t;
+
+// Traced sequences handed to a trainer's callbacks, valid only during the call: `rows` x
+// `width` positions, row-major, padded with 0 tokens (mask 0) past each row's length.
+typedef struct nenyax_trace_batch_t {
+  // NENYAX_TRACE_BATCH_VERSION.
+  uint32_t version;
+  // Rows (sequences).
+  size_t rows;
+  // Positions per row (the longest row).
+  size_t width;
+  // Token ids, rows x width; 0 in padding.
+  const int64_t *tokens;
+  // rows x width: 1 where the policy sampled the token (the loss counts it), else 0.
+  const uint8_t *mask;
+  // rows x width: the sampler's log-probability of each sampled token; NaN where unknown,
+  // not sampled, or padding.
+  const double *sampled_logp;
+  // rows x width: where each position's conditioning context begins in its row (0 for
+  // joined chat turns; an action call's own segment start, since its choices are
+  // independent draws).
+  const int64_t *context_start;
+  // Each row's length before padding (`rows` values).
+  const int64_t *lengths;
+  // Where each row came from, as JSON: [{"trajectory", "group", "member", "reward",
+  // "segments": [{"call", "context_start", "completion_start", "completion_len",
+  // "observation" (action calls only: the Observation the call saw)}]}]; NUL-terminated.
+  const char *rows_json;
+  // Length of `rows_json` in bytes, without the NUL.
+  size_t rows_json_len;
+} nenyax_trace_batch_t;
+
+// A host model trained by a weight learner. Its callbacks are called on the thread that called
+// nenyax_train, never concurrently; each returns 0, or non-zero with a message in `error`
+// (the round then fails with NENYAX_STATUS_TRAINING in its report).
+typedef struct nenyax_trainer_vtable_t {
+  // NENYAX_TRAINER_VTABLE_VERSION.
+  uint32_t version;
+  // Write `log p(token | tokens[context_start .. t])` for every masked position to `logp_out`
+  // (rows x width; other positions are not read); with `reference`, under the frozen
+  // reference weights (for KL terms and DPO; fail with a message if there are none).
+  int32_t (*logprobs)(void *user_data,
+                      const struct nenyax_trace_batch_t *batch,
+                      bool reference,
+                      double *logp_out,
+                      struct nenyax_reply_t *error);
+  // Backpropagate `grad_logp` (dLoss/dlogp, rows x width, 0 off the mask) and take one
+  // optimiser step that lowers the loss.
+  int32_t (*apply)(void *user_data,
+                   const struct nenyax_trace_batch_t *batch,
+                   const double *grad_logp,
+                   struct nenyax_reply_t *error);
+  // Optional (NULL: updates are never reverted): save the weights and optimiser state in
+  // one slot, replacing the last snapshot.
+  int32_t (*snapshot)(void *user_data, struct nenyax_reply_t *error);
+  // Optional, set with `snapshot`: go back to the last snapshot.
+  int32_t (*restore)(void *user_data, struct nenyax_reply_t *error);
+} nenyax_trainer_vtable_t;
+
+// A whole learner implemented by the host (the learner contract: it rolls out with its own
+// policy, learns from judged groups, and may snapshot and restore for gating). Its callbacks
+// are called on the thread that called nenyax_train, never concurrently; each returns 0, or
+// non-zero with a message (the round then fails with NENYAX_STATUS_TRAINING in its report).
+typedef struct nenyax_learner_vtable_t {
+  // NENYAX_LEARNER_VTABLE_VERSION.
+  uint32_t version;
+  // Learn from one round's groups (JSON [{"index", "task", "seed", "trajectories":
+  // [Trajectory]}]); write {"metrics": {name: number}} to `report` (or nothing).
+  int32_t (*update)(void *user_data,
+                    const char *groups_json,
+                    size_t groups_len,
+                    struct nenyax_reply_t *report);
+  // Optional (NULL: updates are never reverted): save the learner's state in one slot.
+  int32_t (*snapshot)(void *user_data, struct nenyax_reply_t *error);
+  // Optional, set with `snapshot`: go back to the last snapshot.
+  int32_t (*restore)(void *user_data, struct nenyax_reply_t *error);
+} nenyax_learner_vtable_t;
 
 #ifdef __cplusplus
 extern "C" {
@@ -431,8 +600,10 @@ struct nenyax_error_t *nenyax_env_with_judge(const struct nenyax_env_t *env,
 
 // Roll out one episode on the calling thread (with a non-thread-safe chat callback: on a reused
 // helper thread, its calls served here) and return its Trajectory as JSON. Options (JSON,
-// may be NULL): {"task": TaskRef, "seed": int, "max_steps": int}. A failed episode is not an
-// error: the trajectory carries it in "error".
+// may be NULL): {"task": TaskRef, "seed": int, "max_steps": int, "context": {"phase": "run" |
+// "train" | "eval", "round", "group", "member", "seed", "task_id", "sample_seed"}}; the
+// context is what per-episode policies see. A failed episode is not an error: the trajectory
+// carries it in "error".
 struct nenyax_error_t *nenyax_env_rollout(const struct nenyax_env_t *env,
                                           const struct nenyax_policy_t *policy,
                                           const char *options_json,
@@ -481,9 +652,11 @@ struct nenyax_error_t *nenyax_session_judgment(const struct nenyax_session_t *se
 // Close and free a session; NULL is a no-op.
 void nenyax_session_free(struct nenyax_session_t *session);
 
-// A policy from C callbacks: `vtable->act` (observation JSON -> action JSON) or `vtable->chat`
-// (messages JSON -> reply text), exactly one non-NULL. Without NENYAX_THREAD_SAFE in `flags`
-// the callback runs only on threads that called into the library (see the conventions).
+// A policy from C callbacks: exactly one of `vtable->act` (observation JSON -> action JSON),
+// `vtable->chat` (messages JSON -> reply text), and, with version NENYAX_POLICY_VTABLE_VERSION,
+// `vtable->act_episode` / `vtable->chat_episode` (the same, told their episode and recording
+// what they sampled). Without NENYAX_THREAD_SAFE in `flags` the callback runs only on threads
+// that called into the library (see the conventions).
 struct nenyax_error_t *nenyax_policy_new(const struct nenyax_policy_vtable_t *vtable,
                                          void *user_data,
                                          nenyax_free_fn free_user_data,
@@ -678,6 +851,50 @@ struct nenyax_error_t *nenyax_pg_loss_cuda_host_f32(const float *logp,
                                                     float *grad_logp,
                                                     float *grad_entropy,
                                                     struct nenyax_pg_stats_t *stats);
+
+// A learner by name from a config: `{"use": "grpo", ...knobs}` (JSON), or a bare name
+// (`grpo`). Weight learners train the host's model through `trainer` (whose sampling policy
+// is `policy`, required then), or with `trainer` NULL the built-in softmax policy (sized from
+// `env`, required then; `policy` must be NULL). `incontext` needs a chat `policy` (its model)
+// and no trainer. `user_data` belongs to the trainer and is freed with `free_user_data` when
+// the learner is freed (at once when `trainer` is NULL or the call fails). An unknown learner
+// or knob is NENYAX_STATUS_CONFIG, naming it and the accepted ones.
+struct nenyax_error_t *nenyax_learner_new(const char *config_json,
+                                          size_t config_len,
+                                          const struct nenyax_env_t *env,
+                                          const struct nenyax_policy_t *policy,
+                                          const struct nenyax_trainer_vtable_t *trainer,
+                                          void *user_data,
+                                          nenyax_free_fn free_user_data,
+                                          struct nenyax_learner_t **out);
+
+// A learner implemented by the host (see nenyax_learner_vtable_t), named `name`, rolling out
+// with `policy`. `free_user_data` (may be NULL) runs when the learner is freed, or at once if
+// this call fails.
+struct nenyax_error_t *nenyax_learner_custom(const char *name,
+                                             size_t name_len,
+                                             const struct nenyax_learner_vtable_t *vtable,
+                                             void *user_data,
+                                             nenyax_free_fn free_user_data,
+                                             const struct nenyax_policy_t *policy,
+                                             struct nenyax_learner_t **out);
+
+// Free a learner; NULL is a no-op. Its user data is freed with it.
+void nenyax_learner_free(struct nenyax_learner_t *learner);
+
+// Train `learner` on `env` and write the report (JSON) to `report_out`. Options (JSON, may be
+// NULL): {"rounds", "group_size", "batch", "eval_tasks", "eval_repeats", "tasks", "seed",
+// "concurrency", "max_steps", "gate", "gate_tolerance", "trajectories", "progress"}. The
+// report is {"env", "learner", "options", "train_tasks", "held_out", "baseline", "best",
+// "final_eval", "gated", "rounds": [...], "wall_s", "overhead_fraction", "text"}; a round that
+// failed is in it (with "error"), not an error of this call. Rollouts step on the library's
+// threads; host policy callbacks without NENYAX_THREAD_SAFE run on this thread, and trainer and
+// learner callbacks always do.
+struct nenyax_error_t *nenyax_train(const struct nenyax_env_t *env,
+                                    struct nenyax_learner_t *learner,
+                                    const char *options_json,
+                                    size_t options_len,
+                                    struct nenyax_string_t *report_out);
 
 // Create a sandbox. Options (may be NULL): {"backend": "process"|"jail" (default process),
 // "cpu_s", "memory_bytes", "open_files", "processes", "file_size_bytes", "wall_s",

@@ -49,7 +49,7 @@
 //
 // # Objects
 //
-// Env, Policy, Runner, Session, Sandbox, Recording and Server own a C handle, each through the
+// Env, Policy, Runner, Session, Sandbox, Recording, Server and Learner own a C handle, each through the
 // one generic handle type of handle.go. Close frees it and may be called more than once; a finalizer closes forgotten objects as a safety net, but Close is the way to free
 // them promptly. Handles may be closed in any order: a policy made from an environment
 // keeps what it needs alive inside the library. Using an object after Close returns an
@@ -83,6 +83,14 @@
 // (DefineTasks, DefineStateful), which the runner's workers and a Serve server step, and
 // NewConcurrentChatPolicy, which a Recording's server calls. cgo runs them on the library's
 // threads, concurrently; they must be safe for concurrent use.
+//
+// Training (Train) follows the same rule: per-episode Go policies (NewEpisodeActionPolicy,
+// NewEpisodeChatPolicy) run on the goroutine that called Train while environments step in
+// parallel, and a Trainer's or HostLearner's methods run there too, between rollouts. They
+// are told their Episode (seed sampling with Episode.SampleSeed, so a run is the same on any
+// number of threads) and return a Record of what they sampled, which is what weight
+// learners train on. An error or a panic in a Trainer or HostLearner fails that round only;
+// the report carries the message.
 //
 // A Go policy that panics fails only the episode it was serving: the panic is recovered in
 // the trampoline and becomes the callback's error message, which the trajectory carries in

@@ -52,8 +52,10 @@ func (p *Policy) acquire() (*C.nenyax_policy_t, func(), error) {
 
 // hostPolicy is what a Go policy's cgo.Handle refers to.
 type hostPolicy struct {
-	act  func(observationJSON []byte) ([]byte, error)
-	chat func(messagesJSON []byte) (string, error)
+	act         func(observationJSON []byte) ([]byte, error)
+	chat        func(messagesJSON []byte) (string, error)
+	actEpisode  func(ep Episode, observationJSON []byte) ([]byte, *Record, error)
+	chatEpisode func(ep Episode, messagesJSON []byte) (string, *Record, error)
 	// stopped is set when a Runner.Run function stops the batch: the remaining episodes then
 	// fail at once instead of calling the Go function (see Runner.Run).
 	stopped atomic.Bool

@@ -39,6 +39,80 @@ nenyax_error_t *nenyax_go_policy_new_flags(int chat, uintptr_t handle, uint32_t 
     return nenyax_policy_new(&vt, (void *)handle, go_free, flags, out);
 }
 
+static int32_t go_act_episode(void *user_data, const nenyax_episode_t *episode, const char *obs,
+                              size_t len, nenyax_reply_t *reply, nenyax_reply_t *record) {
+    return nenyaxGoActEpisode((uintptr_t)user_data, (nenyax_episode_t *)episode, (char *)obs, len,
+                              reply, record);
+}
+
+static int32_t go_chat_episode(void *user_data, const nenyax_episode_t *episode,
+                               const char *messages, size_t len, nenyax_reply_t *reply,
+                               nenyax_reply_t *record) {
+    return nenyaxGoChatEpisode((uintptr_t)user_data, (nenyax_episode_t *)episode, (char *)messages,
+                               len, reply, record);
+}
+
+nenyax_error_t *nenyax_go_episode_policy_new(int chat, uintptr_t handle, uint32_t flags,
+                                             nenyax_policy_t **out) {
+    nenyax_policy_vtable_t vt;
+    vt.version = NENYAX_POLICY_VTABLE_VERSION;
+    vt.act = NULL;
+    vt.chat = NULL;
+    vt.act_episode = chat ? NULL : go_act_episode;
+    vt.chat_episode = chat ? go_chat_episode : NULL;
+    return nenyax_policy_new(&vt, (void *)handle, go_free, flags, out);
+}
+
+static int32_t go_logprobs(void *user_data, const nenyax_trace_batch_t *batch, bool reference,
+                           double *out, nenyax_reply_t *error) {
+    return nenyaxGoTrainerLogprobs((uintptr_t)user_data, (nenyax_trace_batch_t *)batch, reference,
+                                   out, error);
+}
+
+static int32_t go_apply(void *user_data, const nenyax_trace_batch_t *batch, const double *grad,
+                        nenyax_reply_t *error) {
+    return nenyaxGoTrainerApply((uintptr_t)user_data, (nenyax_trace_batch_t *)batch,
+                                (double *)grad, error);
+}
+
+static int32_t go_snapshot(void *user_data, nenyax_reply_t *error) {
+    return nenyaxGoSnapshot((uintptr_t)user_data, error);
+}
+
+static int32_t go_restore(void *user_data, nenyax_reply_t *error) {
+    return nenyaxGoRestore((uintptr_t)user_data, error);
+}
+
+static int32_t go_update(void *user_data, const char *groups, size_t len, nenyax_reply_t *report) {
+    return nenyaxGoLearnerUpdate((uintptr_t)user_data, (char *)groups, len, report);
+}
+
+nenyax_error_t *nenyax_go_learner_new(const char *config, size_t config_len,
+                                      const nenyax_env_t *env, const nenyax_policy_t *policy,
+                                      uintptr_t trainer, int snapshots, nenyax_learner_t **out) {
+    nenyax_trainer_vtable_t vt;
+    if (!trainer) {
+        return nenyax_learner_new(config, config_len, env, policy, NULL, NULL, NULL, out);
+    }
+    vt.version = NENYAX_TRAINER_VTABLE_VERSION;
+    vt.logprobs = go_logprobs;
+    vt.apply = go_apply;
+    vt.snapshot = snapshots ? go_snapshot : NULL;
+    vt.restore = snapshots ? go_restore : NULL;
+    return nenyax_learner_new(config, config_len, env, policy, &vt, (void *)trainer, go_free, out);
+}
+
+nenyax_error_t *nenyax_go_learner_custom(const char *name, size_t name_len, uintptr_t handle,
+                                         int snapshots, const nenyax_policy_t *policy,
+                                         nenyax_learner_t **out) {
+    nenyax_learner_vtable_t vt;
+    vt.version = NENYAX_LEARNER_VTABLE_VERSION;
+    vt.update = go_update;
+    vt.snapshot = snapshots ? go_snapshot : NULL;
+    vt.restore = snapshots ? go_restore : NULL;
+    return nenyax_learner_custom(name, name_len, &vt, (void *)handle, go_free, policy, out);
+}
+
 static int32_t go_score(void *user_data, const char *task, size_t task_len, const char *reply,
                         size_t reply_len, double *score_out, nenyax_reply_t *error) {
     return nenyaxGoScore((uintptr_t)user_data, (char *)task, task_len, (char *)reply, reply_len,

@@ -30,6 +30,22 @@ nenyax_error_t *nenyax_go_define_tasks(const char *name, size_t name_len, const 
 nenyax_error_t *nenyax_go_define_stateful(const char *name, size_t name_len, uintptr_t handle,
                                           size_t max_steps, nenyax_env_t **out);
 
+/* nenyax_policy_new with the Go per-episode trampoline (act_episode, or chat_episode when
+ * `chat` is non-zero), the handle as user_data, and `flags`. */
+nenyax_error_t *nenyax_go_episode_policy_new(int chat, uintptr_t handle, uint32_t flags,
+                                             nenyax_policy_t **out);
+
+/* nenyax_learner_new with the Go trainer trampolines when `trainer` is non-zero (a handle;
+ * snapshot/restore too when `snapshots` is non-zero), else no trainer. */
+nenyax_error_t *nenyax_go_learner_new(const char *config, size_t config_len,
+                                      const nenyax_env_t *env, const nenyax_policy_t *policy,
+                                      uintptr_t trainer, int snapshots, nenyax_learner_t **out);
+
+/* nenyax_learner_custom with the Go learner trampolines (snapshot/restore when `snapshots`). */
+nenyax_error_t *nenyax_go_learner_custom(const char *name, size_t name_len, uintptr_t handle,
+                                         int snapshots, const nenyax_policy_t *policy,
+                                         nenyax_learner_t **out);
+
 #ifdef NENYAX_PG_BATCH_VERSION
 #define NENYAX_GO_HEADER_HAS_PG_BATCH 1
 #else

@@ -188,6 +188,20 @@ type RolloutOptions struct {
 	Seed *int64 `json:"seed,omitempty"`
 	// A step limit; 0 means the environment's own.
 	MaxSteps int `json:"max_steps,omitempty"`
+	// Which episode this is, for per-episode policies (default: a plain run).
+	Context *EpisodeContext `json:"context,omitempty"`
+}
+
+// EpisodeContext says which episode a rollout is (what NewEpisodeActionPolicy functions see).
+// Seed and TaskID default to the rollout's, SampleSeed to one derived from the rest.
+type EpisodeContext struct {
+	Phase      string  `json:"phase,omitempty"` // "run" (default), "train" or "eval"
+	Round      uint32  `json:"round,omitempty"`
+	Group      uint32  `json:"group,omitempty"`
+	Member     uint32  `json:"member,omitempty"`
+	Seed       *int64  `json:"seed,omitempty"`
+	TaskID     *string `json:"task_id,omitempty"`
+	SampleSeed *uint64 `json:"sample_seed,omitempty"`
 }
 
 // SessionOptions are the options of Env.Session.

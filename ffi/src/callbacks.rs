@@ -15,8 +15,9 @@ use nenyax_core::define::{stateful, TaskEnvBuilder};
 use nenyax_core::runner::{caller_queue, CallerTask};
 use nenyax_core::{ChatModel, Environment, Error, Message, Policy};
 
+use crate::episode::{self, nenyax_act_episode_fn, nenyax_chat_episode_fn};
 use crate::error::{invalid, FfiResult};
-use crate::{NENYAX_THREAD_SAFE, NENYAX_VTABLE_VERSION};
+use crate::{NENYAX_POLICY_VTABLE_VERSION, NENYAX_THREAD_SAFE, NENYAX_VTABLE_VERSION};
 
 /// Frees a callback's user data.
 pub type nenyax_free_fn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
@@ -54,15 +55,24 @@ pub type nenyax_trajectory_fn = Option<
     ) -> i32,
 >;
 
-/// A policy implemented by the host: set exactly one of `act` and `chat`.
+/// A policy implemented by the host: set exactly one of `act`, `chat`, `act_episode` and
+/// `chat_episode`. Version 1 (NENYAX_VTABLE_VERSION) ends after `chat` and is never read past
+/// it, so hosts built against older headers keep working; version 2
+/// (NENYAX_POLICY_VTABLE_VERSION) adds the per-episode callbacks.
 #[repr(C)]
 pub struct nenyax_policy_vtable_t {
-    /// NENYAX_VTABLE_VERSION.
+    /// NENYAX_POLICY_VTABLE_VERSION (2), or NENYAX_VTABLE_VERSION (1) for `act`/`chat` only.
     pub version: u32,
     /// Observation JSON -> action JSON.
     pub act: nenyax_act_fn,
     /// Messages JSON -> reply text.
     pub chat: nenyax_chat_fn,
+    /// Version 2: observation JSON -> action JSON, told which episode and call it serves, and
+    /// recording what it sampled for training.
+    pub act_episode: nenyax_act_episode_fn,
+    /// Version 2: messages JSON -> reply text, told which episode and call it serves, and
+    /// recording the call's token ids for training.
+    pub chat_episode: nenyax_chat_episode_fn,
 }
 
 /// A one-turn environment's scorer (and optional oracle) implemented by the host.
@@ -139,6 +149,18 @@ pub struct nenyax_reply_t {
     bytes: Option<Vec<u8>>,
 }
 
+impl nenyax_reply_t {
+    /// An empty slot, for a callback to write into.
+    pub(crate) fn empty() -> nenyax_reply_t {
+        nenyax_reply_t { bytes: None }
+    }
+
+    /// What the callback wrote, if anything.
+    pub(crate) fn take(self) -> Option<Vec<u8>> {
+        self.bytes
+    }
+}
+
 /// Copy `len` bytes (UTF-8) into a callback's reply slot, replacing earlier ones. Returns false
 /// (and copies nothing) when `reply` is NULL, or `data` is NULL with `len` > 0.
 #[no_mangle]
@@ -169,7 +191,7 @@ pub unsafe extern "C" fn nenyax_reply_set(
 
 /// The host's user data, freed with its free function when the last user is dropped.
 pub(crate) struct UserData {
-    ptr: *mut c_void,
+    pub(crate) ptr: *mut c_void,
     free: nenyax_free_fn,
 }
 
@@ -214,7 +236,10 @@ impl Route {
 
     /// Run `f` where the host allows it: here if thread-safe, unbound or already home;
     /// otherwise on the home thread, waiting for the result.
-    fn call<R: Send + 'static>(&self, f: impl FnOnce() -> R + Send + 'static) -> Result<R, Error> {
+    pub(crate) fn call<R: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> R + Send + 'static,
+    ) -> Result<R, Error> {
         if !self.thread_safe {
             let home = self.home.lock().unwrap_or_else(|p| p.into_inner()).clone();
             if let Some((tid, tx)) = home {
@@ -280,8 +305,16 @@ impl Drop for Bound {
     }
 }
 
+/// A callback's failure message: what it wrote to its reply slot, or "no message".
+pub(crate) fn failure_message(bytes: Option<Vec<u8>>) -> String {
+    bytes
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .filter(|m| !m.is_empty())
+        .unwrap_or_else(|| "no message".into())
+}
+
 /// Call a host function that writes into a reply slot; map failures with `err`.
-unsafe fn with_reply(
+pub(crate) unsafe fn with_reply(
     what: &str,
     err: fn(String) -> Error,
     f: impl FnOnce(*mut nenyax_reply_t) -> i32,
@@ -289,11 +322,7 @@ unsafe fn with_reply(
     let mut reply = nenyax_reply_t { bytes: None };
     let rc = f(&mut reply);
     if rc != 0 {
-        let msg = reply
-            .bytes
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .filter(|m| !m.is_empty())
-            .unwrap_or_else(|| "no message".into());
+        let msg = failure_message(reply.bytes);
         return Err(err(format!(
             "{what} callback failed with status {rc}: {msg}"
         )));
@@ -307,7 +336,7 @@ unsafe fn with_reply(
         .map_err(|e| err(format!("{what} callback replied with invalid UTF-8: {e}")))
 }
 
-fn parse_json(what: &str, err: fn(String) -> Error, text: &str) -> Result<Value, Error> {
+pub(crate) fn parse_json(what: &str, err: fn(String) -> Error, text: &str) -> Result<Value, Error> {
     serde_json::from_str(text).map_err(|e| {
         let shown: String = text.chars().take(120).collect();
         err(format!(
@@ -327,26 +356,65 @@ fn check_version(version: u32, what: &str) -> FfiResult<()> {
 
 /// Raw function pointers plus user data, as one sendable bundle.
 #[derive(Clone)]
-struct Host<F: Copy> {
-    f: F,
-    data: Arc<UserData>,
+pub(crate) struct Host<F: Copy> {
+    pub(crate) f: F,
+    pub(crate) data: Arc<UserData>,
+}
+
+/// A policy from a host vtable, its route, and whether it is a chat model (which a rollout- or
+/// task-mode environment may call from threads other than the rollout's).
+pub(crate) struct HostPolicy {
+    pub(crate) policy: Policy,
+    pub(crate) route: Arc<Route>,
+    pub(crate) chat: bool,
+}
+
+/// The callbacks a policy vtable sets, read field by field through the raw pointer: a version
+/// 1 vtable may be only as large as its three fields, so nothing past `chat` is touched then.
+unsafe fn policy_fields(
+    vt: *const nenyax_policy_vtable_t,
+) -> FfiResult<(
+    nenyax_act_fn,
+    nenyax_chat_fn,
+    nenyax_act_episode_fn,
+    nenyax_chat_episode_fn,
+)> {
+    if vt.is_null() {
+        return Err(invalid("vtable is NULL".into()));
+    }
+    let version = std::ptr::addr_of!((*vt).version).read();
+    if version != NENYAX_VTABLE_VERSION && version != NENYAX_POLICY_VTABLE_VERSION {
+        return Err(invalid(format!(
+            "nenyax_policy_vtable_t version {version} is not supported; this library speaks \
+             versions {NENYAX_VTABLE_VERSION} (act, chat) and {NENYAX_POLICY_VTABLE_VERSION} \
+             (NENYAX_POLICY_VTABLE_VERSION: also act_episode, chat_episode)"
+        )));
+    }
+    let act = std::ptr::addr_of!((*vt).act).read();
+    let chat = std::ptr::addr_of!((*vt).chat).read();
+    if version < NENYAX_POLICY_VTABLE_VERSION {
+        return Ok((act, chat, None, None));
+    }
+    Ok((
+        act,
+        chat,
+        std::ptr::addr_of!((*vt).act_episode).read(),
+        std::ptr::addr_of!((*vt).chat_episode).read(),
+    ))
 }
 
 pub(crate) unsafe fn policy(
     vt: *const nenyax_policy_vtable_t,
     data: Arc<UserData>,
     flags: u32,
-) -> FfiResult<(Policy, Arc<Route>)> {
-    let vt = vt
-        .as_ref()
-        .ok_or_else(|| invalid("vtable is NULL".into()))?;
-    check_version(vt.version, "nenyax_policy_vtable_t")?;
+) -> FfiResult<HostPolicy> {
     let route = Route::new(flags);
     let r = route.clone();
-    let policy = match (vt.act, vt.chat) {
-        (Some(act), None) => {
+    // A chat model (per episode or not) may be called from threads other than the rollout's.
+    let (policy, chat) = match policy_fields(vt)? {
+        (Some(act), None, None, None) => {
             let host = Host { f: act, data };
-            Policy::action(move |obs| {
+            let policy = Policy::action(move |obs| {
                 let json = CText::new(serde_json::to_string(obs).expect("observations serialise"));
                 let h = host.clone();
                 let text = r.call(move || unsafe {
@@ -355,19 +423,31 @@ pub(crate) unsafe fn policy(
                     })
                 })??;
                 parse_json("action", Error::Policy, &text)
-            })
+            });
+            (policy, false)
         }
-        (None, Some(chat)) => Policy::Chat(Arc::new(HostChat {
-            host: Host { f: chat, data },
-            route: r,
-        })),
+        (None, Some(chat), None, None) => {
+            let model = HostChat {
+                host: Host { f: chat, data },
+                route: r,
+            };
+            (Policy::Chat(Arc::new(model)), true)
+        }
+        (None, None, Some(f), None) => (episode::act_policy(Host { f, data }, r), false),
+        (None, None, None, Some(f)) => (episode::chat_policy(Host { f, data }, r), true),
         _ => {
             return Err(invalid(
-                "set exactly one of vtable->act and vtable->chat".into(),
+                "set exactly one of vtable->act, ->chat, ->act_episode and ->chat_episode (the \
+                 last two need version NENYAX_POLICY_VTABLE_VERSION)"
+                    .into(),
             ))
         }
     };
-    Ok((policy, route))
+    Ok(HostPolicy {
+        policy,
+        route,
+        chat,
+    })
 }
 
 type ChatFn = unsafe extern "C" fn(*mut c_void, *const c_char, usize, *mut nenyax_reply_t) -> i32;

@@ -6,10 +6,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use nenyax_core::conformance::{check, CheckOptions};
+use nenyax_core::policy::EpisodeContext;
 use nenyax_core::{Environment, Policy, Registry, RolloutOptions};
 
 use crate::args::{
-    boxed, check_flags, json_out, need_out, nenyax_string_t, options, str_arg, to_string_out,
+    boxed, check_flags, json_out, need_out, nenyax_string_t, opt_str_arg, options, str_arg,
+    to_string_out,
 };
 use crate::callbacks::{
     self, bind, nenyax_free_fn, nenyax_state_vtable_t, nenyax_task_vtable_t, Route,
@@ -213,7 +215,15 @@ unsafe fn env_policy(
         let policy = get(env.env.as_ref())
             .ok_or_else(|| env.env.unsupported(&format!("provide {which} policy")))?;
         let routes = env.routes.clone();
-        out_param(out, boxed(nenyax_policy_t { policy, routes }))
+        let chat = matches!(policy, Policy::Chat(_));
+        out_param(
+            out,
+            boxed(nenyax_policy_t {
+                policy,
+                routes,
+                chat,
+            }),
+        )
     })
 }
 
@@ -246,10 +256,39 @@ pub unsafe extern "C" fn nenyax_env_with_judge(
     })
 }
 
+/// Rollout options from JSON. A `context` (which episode this is, for per-episode policies)
+/// that leaves out `seed`, `task_id` or `sample_seed` gets them from the options, so a host
+/// need only say which round, group and member the episode is.
+unsafe fn rollout_options(ptr: *const c_char, len: usize) -> FfiResult<RolloutOptions> {
+    let mut opts: RolloutOptions = options(ptr, len, "options_json")?;
+    if let Some(ctx) = &mut opts.context {
+        let sample_seed_given = opt_str_arg(ptr, len, "options_json")?
+            .and_then(|s| serde_json::from_str::<Value>(s).ok())
+            .is_some_and(|v| v["context"].get("sample_seed").is_some());
+        if ctx.seed.is_none() {
+            ctx.seed = opts.seed;
+        }
+        if ctx.task_id.is_none() {
+            ctx.task_id = opts.task.as_ref().map(|t| t.id.clone());
+        }
+        if !sample_seed_given {
+            let c = ctx.clone();
+            let run_seed = c.seed.unwrap_or(0);
+            ctx.sample_seed = EpisodeContext::new(
+                run_seed, c.phase, c.round, c.group, c.member, c.task_id, c.seed,
+            )
+            .sample_seed;
+        }
+    }
+    Ok(opts)
+}
+
 /// Roll out one episode on the calling thread (with a non-thread-safe chat callback: on a reused
 /// helper thread, its calls served here) and return its Trajectory as JSON. Options (JSON,
-/// may be NULL): {"task": TaskRef, "seed": int, "max_steps": int}. A failed episode is not an
-/// error: the trajectory carries it in "error".
+/// may be NULL): {"task": TaskRef, "seed": int, "max_steps": int, "context": {"phase": "run" |
+/// "train" | "eval", "round", "group", "member", "seed", "task_id", "sample_seed"}}; the
+/// context is what per-episode policies see. A failed episode is not an error: the trajectory
+/// carries it in "error".
 #[no_mangle]
 pub unsafe extern "C" fn nenyax_env_rollout(
     env: *const nenyax_env_t,
@@ -262,17 +301,16 @@ pub unsafe extern "C" fn nenyax_env_rollout(
         let env = env_ref(env)?;
         let policy = policy_ref(policy)?;
         need_out(out)?;
-        let opts: RolloutOptions = options(options_json, options_len, "options_json")?;
+        let opts = rollout_options(options_json, options_len)?;
         let routes: Vec<Arc<Route>> = env.routes.iter().chain(&policy.routes).cloned().collect();
         let bound = bind(&routes);
         // Only a chat model can be called from threads other than the rollout's (a rollout- or
         // task-mode environment, or a NeMo Gym tool task, calls it through the recording
         // server); every driver calls action policies and the environment's own callbacks on
         // the thread running the rollout. So a rollout runs right here unless the policy is a
-        // host chat callback that must stay on this thread: then on a reused helper thread,
-        // while this thread serves the callbacks routed back to it.
-        let aside = matches!(policy.policy, nenyax_core::Policy::Chat(_))
-            && policy.routes.iter().any(|r| !r.thread_safe());
+        // host chat callback (`chat` or `chat_episode`) that must stay on this thread: then on
+        // a reused helper thread, while this thread serves the callbacks routed back to it.
+        let aside = policy.chat && policy.routes.iter().any(|r| !r.thread_safe());
         let traj = if aside {
             let (e, p) = (env.env.clone(), policy.policy.clone());
             nenyax_core::runner::run_aside(Some(bound.queue()), move || e.rollout(&p, &opts))?

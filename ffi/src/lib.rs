@@ -30,6 +30,10 @@ mod learn;
 
 mod pg;
 
+mod trainer;
+
+mod train;
+
 mod sandbox;
 
 mod server;
@@ -37,6 +41,8 @@ mod server;
 mod recording;
 
 mod callbacks;
+
+mod episode;
 
 use std::ffi::c_char;
 
@@ -46,6 +52,7 @@ pub use callbacks::{
     nenyax_reply_t, nenyax_state_vtable_t, nenyax_task_vtable_t, nenyax_trajectory_fn,
 };
 pub use env::*;
+pub use episode::*;
 pub use error::{
     nenyax_error_code, nenyax_error_free, nenyax_error_message, nenyax_error_t, nenyax_status_t,
 };
@@ -57,6 +64,8 @@ pub use runner::*;
 pub use sandbox::*;
 pub use server::*;
 pub use session::*;
+pub use train::*;
+pub use trainer::*;
 
 use error::quietly;
 
@@ -67,8 +76,13 @@ pub const NENYAX_THREAD_SAFE: u32 = 1;
 /// Most worker threads a runner may have.
 pub const NENYAX_MAX_THREADS: usize = 1024;
 
-/// Version of `nenyax_policy_vtable_t`, `nenyax_task_vtable_t` and `nenyax_state_vtable_t`.
+/// Version of `nenyax_task_vtable_t` and `nenyax_state_vtable_t`, and of a
+/// `nenyax_policy_vtable_t` with `act` or `chat` only (its first three fields).
 pub const NENYAX_VTABLE_VERSION: u32 = 1;
+
+/// Version of a `nenyax_policy_vtable_t` with all its fields, `act_episode` and `chat_episode`
+/// included.
+pub const NENYAX_POLICY_VTABLE_VERSION: u32 = 2;
 
 // ---------------------------------------------------------------------------------------------
 // versions and strings
@@ -155,6 +169,7 @@ mod tests {
             "args.rs",
             "callbacks.rs",
             "env.rs",
+            "episode.rs",
             "error.rs",
             "learn.rs",
             "pg.rs",
@@ -164,6 +179,8 @@ mod tests {
             "sandbox.rs",
             "server.rs",
             "session.rs",
+            "train.rs",
+            "trainer.rs",
         ];
         // Every source file is listed, so an export in a new file is not skipped.
         let mut on_disk: Vec<String> = std::fs::read_dir(&dir)

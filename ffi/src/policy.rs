@@ -14,15 +14,20 @@ use crate::error::{boundary, invalid, nenyax_error_t, out_param, quietly, FfiRes
 pub struct nenyax_policy_t {
     pub(crate) policy: Policy,
     pub(crate) routes: Vec<Arc<Route>>,
+    /// A chat model, per episode or not: a rollout- or task-mode environment calls it from the
+    /// model server's threads, so a single rollout with it runs aside (see nenyax_env_rollout).
+    pub(crate) chat: bool,
 }
 
 pub(crate) unsafe fn policy_ref<'a>(p: *const nenyax_policy_t) -> FfiResult<&'a nenyax_policy_t> {
     p.as_ref().ok_or_else(|| invalid("policy is NULL".into()))
 }
 
-/// A policy from C callbacks: `vtable->act` (observation JSON -> action JSON) or `vtable->chat`
-/// (messages JSON -> reply text), exactly one non-NULL. Without NENYAX_THREAD_SAFE in `flags`
-/// the callback runs only on threads that called into the library (see the conventions).
+/// A policy from C callbacks: exactly one of `vtable->act` (observation JSON -> action JSON),
+/// `vtable->chat` (messages JSON -> reply text), and, with version NENYAX_POLICY_VTABLE_VERSION,
+/// `vtable->act_episode` / `vtable->chat_episode` (the same, told their episode and recording
+/// what they sampled). Without NENYAX_THREAD_SAFE in `flags` the callback runs only on threads
+/// that called into the library (see the conventions).
 #[no_mangle]
 pub unsafe extern "C" fn nenyax_policy_new(
     vtable: *const nenyax_policy_vtable_t,
@@ -34,12 +39,13 @@ pub unsafe extern "C" fn nenyax_policy_new(
     let owner = callbacks::UserData::new(user_data, free_user_data);
     boundary(move || {
         check_flags(flags)?;
-        let (policy, route) = callbacks::policy(vtable, owner, flags)?;
+        let host = callbacks::policy(vtable, owner, flags)?;
         out_param(
             out,
             boxed(nenyax_policy_t {
-                policy,
-                routes: vec![route],
+                policy: host.policy,
+                routes: vec![host.route],
+                chat: host.chat,
             }),
         )
     })
@@ -63,6 +69,7 @@ pub unsafe extern "C" fn nenyax_policy_endpoint(
             boxed(nenyax_policy_t {
                 policy,
                 routes: Vec::new(),
+                chat: true,
             }),
         )
     })

@@ -271,6 +271,7 @@ c_programs!(
     test_sink_stop_routed,
     test_task_by_id,
     test_threads,
+    test_train,
     test_with_judge_session,
 );
 

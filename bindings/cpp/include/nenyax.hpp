@@ -23,7 +23,7 @@
 //   the library's message as what() and the stable nenyax_status_t as status(); the C error
 //   object is freed before the throw. A failed *episode* is not an error: its trajectory
 //   carries the message in "error".
-// - Ownership. Env, Policy, Session, Runner, Sandbox, Recording and Server own one C handle
+// - Ownership. Env, Policy, Session, Runner, Sandbox, Recording, Server and Learner own one C handle
 //   each, through the one RAII template nenyax::Handle<T, Free>; they are move-only, and
 //   a moved-from object is empty: safe to destroy or assign to, and any other call on it throws
 //   nenyax::Error(NENYAX_STATUS_INVALID_ARGUMENT). Handles may be destroyed in any order (a
@@ -354,7 +354,8 @@ class Policy {
   // return "\"<answer>4</answer>\"" for the text <answer>4</answer>, "42" for the number 42.
   static Policy action(ActionFn fn, bool thread_safe = false) {
     if (!fn) detail::empty_callback("Policy::action's function");
-    nenyax_policy_vtable_t vt{NENYAX_VTABLE_VERSION, &detail::act_trampoline, nullptr};
+    nenyax_policy_vtable_t vt{NENYAX_VTABLE_VERSION, &detail::act_trampoline, nullptr, nullptr,
+                              nullptr};
     return make(vt, new ActionFn(std::move(fn)), &detail::delete_user_data<ActionFn>,
                 thread_safe);
   }
@@ -362,7 +363,8 @@ class Policy {
   // A chat policy from a messages (JSON array) -> reply text (plain UTF-8) function.
   static Policy chat(ChatFn fn, bool thread_safe = false) {
     if (!fn) detail::empty_callback("Policy::chat's function");
-    nenyax_policy_vtable_t vt{NENYAX_VTABLE_VERSION, nullptr, &detail::chat_trampoline};
+    nenyax_policy_vtable_t vt{NENYAX_VTABLE_VERSION, nullptr, &detail::chat_trampoline, nullptr,
+                              nullptr};
     return make(vt, new ChatFn(std::move(fn)), &detail::delete_user_data<ChatFn>, thread_safe);
   }
 
@@ -1101,5 +1103,8 @@ inline DpoResult dpo_loss(View<const double> rewards, View<const std::int64_t> g
 }
 
 }  // namespace nenyax
+
+// Training (Learner, Trainer, train, per-episode policies) lives in its own header.
+#include "nenyax_train.hpp"
 
 #endif  // NENYAX_HPP

@@ -17,7 +17,7 @@ by the system loader (LD_LIBRARY_PATH). The name is read when the package is com
 """
 module Nenyax
 
-export Env, Policy, Runner, Session, Sandbox, Recording, Server, NenyaxError
+export Env, Policy, Runner, Session, Sandbox, Recording, Server, Learner, NenyaxError
 
 const libnenyax = get(ENV, "NENYAX_LIB", "libnenyax")
 
@@ -427,6 +427,7 @@ function __init__()
     CHAT_FN[] = @cfunction(chat_trampoline, Int32, (Ptr{Cvoid}, Ptr{UInt8}, Csize_t, Ptr{Cvoid}))
     SINK_FN[] = @cfunction(sink_trampoline, Int32, (Ptr{Cvoid}, Csize_t, Ptr{UInt8}, Csize_t))
     init_env_callbacks()
+    init_train_callbacks()
     # 0.x: a new minor version may change the ABI, so MAJOR.MINOR must match.
     if version_number() ÷ 1000 != HEADER_VERSION_NUMBER ÷ 1000
         error("Nenyax.jl speaks the C ABI $HEADER_VERSION but $libnenyax is $(version())")
@@ -1095,5 +1096,7 @@ function learner_json(config::AbstractString)
     GC.@preserve c string_call(out -> ccall((:nenyax_learner_json, libnenyax), Ptr{Cvoid},
         (Ptr{UInt8}, Csize_t, Ref{NenyaxString}), c, sizeof(c), out))
 end
+
+include("train.jl")
 
 end # module

@@ -211,4 +211,48 @@ end
         @test startswith(Nenyax.url(server), "http://127.0.0.1:")
         close(server); close(server); close(env)
     end
+
+    @testset "training" begin
+        env = Nenyax.load("builtin:guess?high=16&max_guesses=4&size=64")
+        # Guess uniformly within the bounds, from the episode's sample seed; record the prompt
+        # (100 + low, 200 + high) and the guess (guess - 1).
+        phases = Symbol[]
+        policy = Nenyax.episode_action_policy() do ep, obs
+            push!(phases, ep.phase)
+            lo = parse(Int, match(r"\"low\":(\d+)", obs)[1])
+            hi = parse(Int, match(r"\"high\":(\d+)", obs)[1])
+            g = lo + Int(ep.sample_seed % UInt64(hi - lo + 1))
+            rec = Nenyax.Record(prompt_token_ids = [100 + lo, 200 + hi],
+                completion_token_ids = [g - 1], completion_logprobs = [-log(hi - lo + 1)])
+            (string(g), rec)
+        end
+        applies = Ref(0)
+        trainer = Nenyax.Trainer(
+            logprobs! = (b, reference, out) -> begin
+                for r in 1:b.rows, t in 1:b.width
+                    b.mask[t, r] == 0 && continue
+                    c = b.context_start[t, r]
+                    lo, hi = b.tokens[c, r] - 100, b.tokens[c+1, r] - 200
+                    out[t, r] = -log(hi - lo + 1)
+                end
+            end,
+            apply! = (b, grad) -> (applies[] += 1),
+            snapshot! = () -> nothing, restore! = () -> nothing)
+        learner = Nenyax.Learner("grpo"; env = env, policy = policy, trainer = trainer)
+        report = Nenyax.train(env, learner;
+            options = "{\"rounds\": 2, \"group_size\": 4, \"batch\": 3, \"eval_tasks\": 4}")
+        @test !occursin("\"outcome\":\"failed\"", report)
+        @test applies[] == 2 && :train in phases && :eval in phases
+        @test occursin("\"text\":\"train builtin:guess", report)
+
+        seen = Ref(0)
+        custom = Nenyax.custom_learner("recorder", groups -> (seen[] += 1; Dict("n" => 1.0));
+            policy = Nenyax.reference_policy(env))
+        report = Nenyax.train(env, custom; options = "{\"rounds\": 1, \"group_size\": 2}")
+        @test seen[] == 1 && occursin("\"n\":1.0", report)
+        @test_throws NenyaxError Nenyax.Learner("grpoo"; env = env)
+        @test_throws NenyaxError Nenyax.train(env, learner; options = "{\"group_size\": 1}")
+        close(custom); close(learner); close(policy); close(env)
+    end
+
 end

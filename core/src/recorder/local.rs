@@ -29,9 +29,13 @@ pub(super) fn serve_model(
         .get("model")
         .and_then(Value::as_str)
         .map_or_else(|| model.name(), str::to_string);
-    let outcome =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| model.complete(&messages)))
-            .unwrap_or_else(|_| Err(Error::Policy("the model panicked".into())));
+    // Recorded, so that a model which knows its own token ids (a host's per-episode chat
+    // callback) keeps them; the request and response are this server's.
+    let (outcome, recorded) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let (r, call) = model.complete_recorded(&messages);
+        (r, Some(call))
+    }))
+    .unwrap_or_else(|_| (Err(Error::Policy("the model panicked".into())), None));
     let reply = match outcome {
         Ok(r) => r,
         Err(e) => {
@@ -50,6 +54,11 @@ pub(super) fn serve_model(
         completion_token_ids: None,
         completion_logprobs: None,
     };
+    if let Some(r) = recorded {
+        call.prompt_token_ids = r.prompt_token_ids;
+        call.completion_token_ids = r.completion_token_ids;
+        call.completion_logprobs = r.completion_logprobs;
+    }
     let sent = if wants_stream(&call.request) {
         let events = stream_events(route, &response, &reply);
         let mut w = SseWriter::start(ex, 200);

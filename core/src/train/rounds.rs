@@ -6,6 +6,8 @@ use std::io::{BufWriter, IsTerminal, Write};
 use std::sync::Arc;
 use std::time::Instant;
 
+use crossbeam_channel::Receiver;
+
 use super::options::TrainOptions;
 use super::report::{RoundReport, Times, TrainReport};
 use super::{Group, Learner};
@@ -14,7 +16,7 @@ use crate::env::Environment;
 use crate::error::{Error, Result};
 use crate::policy::{EpisodeContext, Phase, Policy};
 use crate::rng::Rng;
-use crate::runner::{Job, Runner};
+use crate::runner::{CallerTask, Job, Runner};
 
 /// A place an episode can start from: a listed task with its seed, or a seed alone.
 #[derive(Debug, Clone)]
@@ -232,6 +234,19 @@ pub fn train_with(
     env: &Arc<dyn Environment>,
     learner: &mut dyn Learner,
     opts: &TrainOptions,
+    on_round: impl FnMut(&RoundReport),
+) -> Result<TrainReport> {
+    train_serving(env, learner, opts, None, on_round)
+}
+
+/// [`train_with`], also running the `caller` tasks on the calling thread while rollouts run:
+/// how the C ABI keeps host callbacks that must not leave the calling thread (Go, Julia) on it
+/// while environments step in parallel ([`Runner::serve_caller`]).
+pub fn train_serving(
+    env: &Arc<dyn Environment>,
+    learner: &mut dyn Learner,
+    opts: &TrainOptions,
+    caller: Option<Receiver<CallerTask>>,
     mut on_round: impl FnMut(&RoundReport),
 ) -> Result<TrainReport> {
     check_options(learner, opts)?;
@@ -243,7 +258,10 @@ pub fn train_with(
         )),
         None => None,
     });
-    let runner = Runner::new(opts.concurrency)?.progress(false);
+    let mut runner = Runner::new(opts.concurrency)?.progress(false);
+    if let Some(caller) = caller {
+        runner = runner.serve_caller(caller);
+    }
     let mut lp = Loop {
         env,
         runner,

@@ -125,7 +125,7 @@ int main(void)
     nenyax_policy_t *policy = NULL;
     nenyax_runner_t *runner = NULL;
     nenyax_string_t report = {NULL, 0};
-    nenyax_policy_vtable_t vtable = {NENYAX_VTABLE_VERSION, solve, NULL};
+    nenyax_policy_vtable_t vtable = {NENYAX_VTABLE_VERSION, solve, NULL, NULL, NULL};
     struct scores scores = {0, 0, 0};
     char tier[32] = "";
     const char *t;

@@ -207,11 +207,11 @@ static void vtable_validation(void)
 {
     nenyax_policy_t *p = NULL;
     struct owned *o;
-    nenyax_policy_vtable_t v0 = {0, act_no_reply, NULL};
-    nenyax_policy_vtable_t v2 = {NENYAX_VTABLE_VERSION + 1, act_no_reply, NULL};
-    nenyax_policy_vtable_t both = {NENYAX_VTABLE_VERSION, act_no_reply, chat_refuse};
-    nenyax_policy_vtable_t neither = {NENYAX_VTABLE_VERSION, NULL, NULL};
-    nenyax_policy_vtable_t good = {NENYAX_VTABLE_VERSION, act_no_reply, NULL};
+    nenyax_policy_vtable_t v0 = {0, act_no_reply, NULL, NULL, NULL};
+    nenyax_policy_vtable_t v3 = {NENYAX_POLICY_VTABLE_VERSION + 1, act_no_reply, NULL, NULL, NULL};
+    nenyax_policy_vtable_t both = {NENYAX_VTABLE_VERSION, act_no_reply, chat_refuse, NULL, NULL};
+    nenyax_policy_vtable_t neither = {NENYAX_VTABLE_VERSION, NULL, NULL, NULL, NULL};
+    nenyax_policy_vtable_t good = {NENYAX_VTABLE_VERSION, act_no_reply, NULL, NULL, NULL};
     static int sentinel;
     printf("policy vtables; user_data is the library's from the call on, also on failure\n");
 
@@ -222,8 +222,8 @@ static void vtable_validation(void)
     free(o);
 
     o = owned_new();
-    CHECK_STATUS_MSG(nenyax_policy_new(&v2, o, owned_release, NENYAX_THREAD_SAFE, &p),
-                     NENYAX_STATUS_INVALID_ARGUMENT, "version 2");
+    CHECK_STATUS_MSG(nenyax_policy_new(&v3, o, owned_release, NENYAX_THREAD_SAFE, &p),
+                     NENYAX_STATUS_INVALID_ARGUMENT, "version 3");
     CHECK(o->freed == 1);
     free(o);
 
@@ -273,7 +273,7 @@ static void failing_callbacks(const nenyax_env_t *env, const nenyax_runner_t *ru
     struct collected c = {0, 0, 0};
     struct owned *o = owned_new();
     char err[512];
-    nenyax_policy_vtable_t vt = {NENYAX_VTABLE_VERSION, act_fail_even, NULL};
+    nenyax_policy_vtable_t vt = {NENYAX_VTABLE_VERSION, act_fail_even, NULL, NULL, NULL};
     printf("a callback that fails fails its episode only\n");
     REQUIRE_OK(nenyax_policy_new(&vt, o, owned_release, 0, &p));
 
@@ -307,7 +307,7 @@ static void rollout_error(const nenyax_env_t *env, nenyax_act_fn act, char *err,
 {
     nenyax_policy_t *p = NULL;
     nenyax_string_t s = {NULL, 0};
-    nenyax_policy_vtable_t vt = {NENYAX_VTABLE_VERSION, NULL, NULL};
+    nenyax_policy_vtable_t vt = {NENYAX_VTABLE_VERSION, NULL, NULL, NULL, NULL};
     vt.act = act;
     err[0] = '\0';
     REQUIRE_OK(nenyax_policy_new(&vt, NULL, NULL, 0, &p));
@@ -342,7 +342,7 @@ static void reply_rules(const nenyax_env_t *env)
 {
     nenyax_policy_t *p = NULL;
     nenyax_string_t s = {NULL, 0};
-    nenyax_policy_vtable_t vt = {NENYAX_VTABLE_VERSION, act_reply_rules, NULL};
+    nenyax_policy_vtable_t vt = {NENYAX_VTABLE_VERSION, act_reply_rules, NULL, NULL, NULL};
     printf("nenyax_reply_set inside a callback\n");
     REQUIRE_OK(nenyax_policy_new(&vt, NULL, NULL, 0, &p));
     REQUIRE_OK(nenyax_env_rollout(env, p, NULL, 0, &s));
@@ -369,8 +369,8 @@ static void chat_policies(const nenyax_env_t *env, const nenyax_runner_t *runner
 {
     nenyax_policy_t *p = NULL;
     nenyax_string_t s = {NULL, 0};
-    nenyax_policy_vtable_t vt = {NENYAX_VTABLE_VERSION, NULL, chat_solve};
-    nenyax_policy_vtable_t refuse = {NENYAX_VTABLE_VERSION, NULL, chat_refuse};
+    nenyax_policy_vtable_t vt = {NENYAX_VTABLE_VERSION, NULL, chat_solve, NULL, NULL};
+    nenyax_policy_vtable_t refuse = {NENYAX_VTABLE_VERSION, NULL, chat_refuse, NULL, NULL};
     struct collected c = {0, 0, 0};
     int calls = 0;
     char err[512];
@@ -428,7 +428,7 @@ static void sinks_that_stop(const nenyax_env_t *env, const nenyax_runner_t *runn
     nenyax_policy_t *reference = NULL, *p = NULL;
     nenyax_string_t s = {NULL, 0};
     struct stopper st = {0, 10};
-    nenyax_policy_vtable_t vt = {NENYAX_VTABLE_VERSION, act_solve_threadsafe, NULL};
+    nenyax_policy_vtable_t vt = {NENYAX_VTABLE_VERSION, act_solve_threadsafe, NULL, NULL, NULL};
     printf("a trajectory sink that returns non-zero stops the batch\n");
     REQUIRE_OK(nenyax_env_reference_policy(env, &reference));
     CHECK_STATUS_MSG(nenyax_runner_run(runner, env, reference, S("{\"n\": 5000}"), sink_stop, &st,

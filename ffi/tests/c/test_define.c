@@ -482,7 +482,7 @@ static void define_stateful(void)
     nenyax_state_vtable_t vt = {NENYAX_VTABLE_VERSION, st_reset, st_observe, st_step};
     nenyax_state_vtable_t no_step = {NENYAX_VTABLE_VERSION, st_reset, st_observe, NULL};
     nenyax_state_vtable_t v0 = {0, st_reset, st_observe, st_step};
-    nenyax_policy_vtable_t pv = {NENYAX_VTABLE_VERSION, count_up, NULL};
+    nenyax_policy_vtable_t pv = {NENYAX_VTABLE_VERSION, count_up, NULL, NULL, NULL};
     char buf[256];
     printf("nenyax_env_define_stateful\n");
     REQUIRE_OK(nenyax_env_define_stateful(S("counter"), &vt, o, owned_release, 0, 10, &env));

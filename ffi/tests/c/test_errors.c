@@ -189,7 +189,7 @@ static void sessions(const nenyax_env_t *env)
 static void policies(void)
 {
     nenyax_policy_t *p = SENTINEL_PTR;
-    nenyax_policy_vtable_t vt = {NENYAX_VTABLE_VERSION, act_noop, NULL};
+    nenyax_policy_vtable_t vt = {NENYAX_VTABLE_VERSION, act_noop, NULL, NULL, NULL};
     printf("policies\n");
     CHECK_STATUS_MSG(nenyax_policy_new(NULL, NULL, NULL, 0, &p), NENYAX_STATUS_INVALID_ARGUMENT,
                      "vtable");

@@ -107,7 +107,7 @@ int main(void)
     nenyax_env_t *env = NULL;
     nenyax_runner_t *runner = NULL;
     nenyax_policy_t *policy = NULL;
-    nenyax_policy_vtable_t vt = {NENYAX_VTABLE_VERSION, act, NULL};
+    nenyax_policy_vtable_t vt = {NENYAX_VTABLE_VERSION, act, NULL, NULL, NULL};
     struct state s;
     size_t perfect = 0;
     char options[64];

@@ -4,7 +4,8 @@
  *   pointing at that recording), itself put behind a second recording, which proxies to it;
  * - a Verifiers environment (rollout mode) driven by a C chat callback that is not thread-safe:
  *   the environment calls the model from the server's threads, the callback still runs on this
- *   one, and the trajectory carries the recorded call.
+ *   one, and the trajectory carries the recorded call; the same with a chat_episode callback,
+ *   whose recorded token ids reach the call's record through the server.
  * The Verifiers part needs NENYAX_VERIFIERS_031_PYTHON (scripts/test.sh sets it). */
 
 #define _POSIX_C_SOURCE 200809L
@@ -45,6 +46,20 @@ static int32_t chat_answer(void *user_data, const char *messages, size_t len,
     return nenyax_reply_set(reply, out, (size_t)n) ? 0 : 1;
 }
 
+/* chat_answer, told its episode, recording made-up token ids (the step, and the reply). */
+static int32_t chat_answer_episode(void *user_data, const nenyax_episode_t *episode,
+                                   const char *messages, size_t len, nenyax_reply_t *reply,
+                                   nenyax_reply_t *record)
+{
+    char rec[128];
+    int n = snprintf(rec, sizeof rec,
+                     "{\"prompt_token_ids\":[7,%d],\"completion_token_ids\":[9],"
+                     "\"completion_logprobs\":[-0.25]}",
+                     (int)episode->step);
+    nenyax_reply_set(record, rec, (size_t)n);
+    return chat_answer(user_data, messages, len, reply);
+}
+
 /* POST a chat completion to `base_url` with plain sockets; the reply body into `buf`. */
 static int post_chat(const char *base_url, const char *content, char *buf, size_t cap)
 {
@@ -82,7 +97,7 @@ static int post_chat(const char *base_url, const char *content, char *buf, size_
 
 int main(void)
 {
-    nenyax_policy_vtable_t vt = {NENYAX_VTABLE_VERSION, NULL, chat_answer};
+    nenyax_policy_vtable_t vt = {NENYAX_VTABLE_VERSION, NULL, chat_answer, NULL, NULL};
     nenyax_policy_t *model = NULL, *preset = NULL, *unsafe_model = NULL;
     nenyax_recording_t *rec = NULL, *proxy = NULL;
     nenyax_string_t url = {NULL, 0}, proxy_url = {NULL, 0}, calls = {NULL, 0}, t = {NULL, 0};
@@ -156,6 +171,23 @@ int main(void)
         CHECK(unsafe_calls == 1);
         CHECK(off_thread_calls == 0);
         nenyax_string_free(&t);
+
+        printf("... and by a chat_episode callback: its record reaches the recorded call\n");
+        {
+            nenyax_policy_vtable_t ev = {NENYAX_POLICY_VTABLE_VERSION, NULL, NULL, NULL,
+                                         chat_answer_episode};
+            nenyax_policy_t *episode_model = NULL;
+            int episode_calls = 0;
+            REQUIRE_OK(nenyax_policy_new(&ev, &episode_calls, NULL, 0, &episode_model));
+            REQUIRE_OK(nenyax_env_rollout(env, episode_model, S("{\"task\": {\"id\": \"1\"}}"),
+                                          &t));
+            CHECK(trajectory_score(t.ptr, t.len) == 1.0);
+            CHECK(episode_calls == 1 && off_thread_calls == 0);
+            CHECK(find_bytes(t.ptr, t.len, "\"prompt_token_ids\":[7,0]") != NULL);
+            CHECK(find_bytes(t.ptr, t.len, "\"completion_logprobs\":[-0.25]") != NULL);
+            nenyax_string_free(&t);
+            nenyax_policy_free(episode_model);
+        }
         nenyax_env_free(env);
     }
 

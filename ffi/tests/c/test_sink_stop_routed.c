@@ -59,7 +59,7 @@ static int policy_scenario(uint32_t flags)
     nenyax_env_t *env = NULL;
     nenyax_policy_t *p = NULL;
     nenyax_runner_t *runner = NULL;
-    nenyax_policy_vtable_t vt = {NENYAX_VTABLE_VERSION, act, NULL};
+    nenyax_policy_vtable_t vt = {NENYAX_VTABLE_VERSION, act, NULL, NULL, NULL};
     size_t calls = 0;
     REQUIRE_OK(nenyax_env_load(S("builtin:arithmetic"), &env));
     REQUIRE_OK(nenyax_policy_new(&vt, NULL, NULL, flags, &p));

@@ -118,7 +118,7 @@ static void policy_threads(const nenyax_env_t *env, const nenyax_runner_t *runne
     struct where w;
     struct tally t = {0, 0};
     nenyax_policy_t *p = NULL;
-    nenyax_policy_vtable_t vt = {NENYAX_VTABLE_VERSION, NULL, NULL};
+    nenyax_policy_vtable_t vt = {NENYAX_VTABLE_VERSION, NULL, NULL, NULL, NULL};
     if (chat_kind) {
         vt.chat = chat;
     } else {
@@ -265,7 +265,7 @@ static void state_env_threads(const nenyax_runner_t *runner, uint32_t flags)
     nenyax_env_t *env = NULL;
     nenyax_policy_t *p = NULL;
     nenyax_state_vtable_t vt = {NENYAX_VTABLE_VERSION, st_reset, st_observe, st_step};
-    nenyax_policy_vtable_t pv = {NENYAX_VTABLE_VERSION, act, NULL};
+    nenyax_policy_vtable_t pv = {NENYAX_VTABLE_VERSION, act, NULL, NULL, NULL};
     where_init(&w, pthread_self());
     where_init(&pw, pthread_self());
     REQUIRE_OK(nenyax_env_define_stateful(S("plus-one"), &vt, &w, where_release, flags, 5, &env));
@@ -303,7 +303,7 @@ static void *host_thread(void *arg)
     nenyax_runner_t *runner = NULL;
     nenyax_policy_t *p = NULL;
     nenyax_string_t s = {NULL, 0};
-    nenyax_policy_vtable_t vt = {NENYAX_VTABLE_VERSION, act, NULL};
+    nenyax_policy_vtable_t vt = {NENYAX_VTABLE_VERSION, act, NULL, NULL, NULL};
     nenyax_error_t *err;
     job->ok = 0;
     where_init(&job->w, pthread_self());
@@ -394,8 +394,8 @@ static void nested_batches(const nenyax_env_t *env, const nenyax_runner_t *runne
     struct where inner_w;
     struct tally t = {0, 0};
     nenyax_policy_t *outer = NULL, *inner = NULL;
-    nenyax_policy_vtable_t ov = {NENYAX_VTABLE_VERSION, act_nested, NULL};
-    nenyax_policy_vtable_t iv = {NENYAX_VTABLE_VERSION, act, NULL};
+    nenyax_policy_vtable_t ov = {NENYAX_VTABLE_VERSION, act_nested, NULL, NULL, NULL};
+    nenyax_policy_vtable_t iv = {NENYAX_VTABLE_VERSION, act, NULL, NULL, NULL};
     where_init(&n.w, pthread_self());
     where_init(&inner_w, pthread_self());
     atomic_init(&n.inner_runs, 0);
@@ -440,7 +440,7 @@ static void free_on_other_thread(void)
     struct where w;
     struct freer f;
     pthread_t th;
-    nenyax_policy_vtable_t vt = {NENYAX_VTABLE_VERSION, act, NULL};
+    nenyax_policy_vtable_t vt = {NENYAX_VTABLE_VERSION, act, NULL, NULL, NULL};
     printf("free_user_data runs on the thread that frees the last handle\n");
     where_init(&w, pthread_self());
     REQUIRE_OK(nenyax_policy_new(&vt, &w, where_release, 0, &f.policy));
