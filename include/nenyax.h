@@ -896,6 +896,18 @@ struct nenyax_error_t *nenyax_train(const struct nenyax_env_t *env,
                                     size_t options_len,
                                     struct nenyax_string_t *report_out);
 
+// Read and check a run config file (TOML: `[env]`, `[model]`, `[learner]`, `[train]`,
+// `[output]`, as `nenyax train --config` reads it) and write it normalised, as JSON, to `out`:
+// {"file", "env": {"uri", "judge"}, "model", "learner", "train", "output"}, so a program can
+// pass "learner" to nenyax_learner_new and "train" to nenyax_train. `overrides_json` (may be
+// NULL) sets keys by dotted path first, e.g. {"train.gate": false, "learner.lr": 0.1}. Errors
+// (NENYAX_STATUS_CONFIG) name the file, the line and the key.
+struct nenyax_error_t *nenyax_config_load(const char *path,
+                                          size_t path_len,
+                                          const char *overrides_json,
+                                          size_t overrides_len,
+                                          struct nenyax_string_t *out);
+
 // Create a sandbox. Options (may be NULL): {"backend": "process"|"jail" (default process),
 // "cpu_s", "memory_bytes", "open_files", "processes", "file_size_bytes", "wall_s",
 // "output_bytes", "network", "workdir", "root", "env": {..}, "extra_dirs": [..]}.

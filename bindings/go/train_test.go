@@ -93,9 +93,10 @@ func (u *uniformTrainer) Logprobs(b *nenyax.TraceBatch, reference bool, out []fl
 				u.bad = append(u.bad, "sampled logp")
 			}
 		}
+		// The policy records its prompt tokens, so the observation is not repeated.
 		for _, s := range b.RowInfo[r].Segments {
-			if s.Observation == nil {
-				u.bad = append(u.bad, "no observation in an action segment")
+			if s.Observation != nil {
+				u.bad = append(u.bad, "an observation beside recorded prompt tokens")
 			}
 		}
 	}

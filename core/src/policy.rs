@@ -151,9 +151,12 @@ impl CallLog {
 }
 
 impl ModelCall {
-    /// The record of one action-policy choice: the observation it saw as the request (no
-    /// `messages`: that is what marks an action call), the action's token id(s) as the
-    /// completion, and, when the policy tokenises its input, its prompt token ids.
+    /// The record of one action-policy choice: `{"model", "kind": "action"}` as the request,
+    /// the action as the response, the action's token id(s) as the completion with their
+    /// log-probs. A policy that tokenises its input records its prompt token ids; one that does
+    /// not (the built-in softmax policy) gets the observation it saw in the request, since that
+    /// is its prompt (`"observation"`). The observation is not copied otherwise: it is in the
+    /// trajectory's steps already, and this runs on every step.
     pub fn action(
         model: &str,
         observation: &Observation,
@@ -164,10 +167,13 @@ impl ModelCall {
     ) -> ModelCall {
         let mut request = Map::new();
         request.insert("model".into(), json!(model));
-        request.insert(
-            "observation".into(),
-            serde_json::to_value(observation).unwrap_or(Value::Null),
-        );
+        request.insert("kind".into(), json!("action"));
+        if prompt_token_ids.is_none() {
+            request.insert(
+                "observation".into(),
+                serde_json::to_value(observation).unwrap_or(Value::Null),
+            );
+        }
         let mut response = Map::new();
         response.insert("action".into(), action.clone());
         ModelCall {
@@ -183,7 +189,7 @@ impl ModelCall {
 
     /// Whether this is an action-policy record ([`ModelCall::action`]) rather than a chat call.
     pub fn is_action(&self) -> bool {
-        self.request.contains_key("observation") && !self.request.contains_key("messages")
+        self.request.get("kind").and_then(Value::as_str) == Some("action")
     }
 }
 

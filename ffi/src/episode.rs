@@ -228,7 +228,14 @@ pub(crate) fn act_policy(host: Host<EpisodeFn>, route: Arc<Route>) -> Policy {
             let (text, record) = call_host("act_episode", &host, &route, &ctx, step, json)?;
             let action = parse_json("act_episode", Error::Policy, &text)?;
             if let Some(r) = record {
-                let mut call = ModelCall::action(MODEL, obs, &action, None, Vec::new(), Vec::new());
+                let mut call = ModelCall::action(
+                    MODEL,
+                    obs,
+                    &action,
+                    r.prompt_token_ids.clone(),
+                    Vec::new(),
+                    Vec::new(),
+                );
                 r.apply(&mut call);
                 log.push(call);
             }

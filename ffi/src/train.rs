@@ -263,6 +263,43 @@ pub unsafe extern "C" fn nenyax_train(
     })
 }
 
+/// Read and check a run config file (TOML: `[env]`, `[model]`, `[learner]`, `[train]`,
+/// `[output]`, as `nenyax train --config` reads it) and write it normalised, as JSON, to `out`:
+/// {"file", "env": {"uri", "judge"}, "model", "learner", "train", "output"}, so a program can
+/// pass "learner" to nenyax_learner_new and "train" to nenyax_train. `overrides_json` (may be
+/// NULL) sets keys by dotted path first, e.g. {"train.gate": false, "learner.lr": 0.1}. Errors
+/// (NENYAX_STATUS_CONFIG) name the file, the line and the key.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_config_load(
+    path: *const c_char,
+    path_len: usize,
+    overrides_json: *const c_char,
+    overrides_len: usize,
+    out: *mut nenyax_string_t,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        let path = str_arg(path, path_len, "path")?;
+        crate::args::need_out(out)?;
+        let overrides = match opt_str_arg(overrides_json, overrides_len, "overrides_json")? {
+            None => Map::new(),
+            Some(t) => match serde_json::from_str(t).map_err(|e| json_err("overrides_json", &e))? {
+                Value::Object(o) => o,
+                other => {
+                    return Err(invalid(format!(
+                        "overrides_json must be a JSON object of dotted keys, got {}",
+                        nenyax_core::contract::preview_json(&other)
+                    )))
+                }
+            },
+        };
+        let mut cfg = nenyax_core::train::config::RunConfig::load(path)?;
+        for (k, v) in overrides {
+            cfg.set(&k, v)?;
+        }
+        out_param(out, to_string_out(cfg.to_json().to_string()))
+    })
+}
+
 /// Train options from JSON: unknown fields are refused; `progress` is off unless asked for, as
 /// a library writes nothing to stderr by itself.
 fn train_options(text: Option<&str>) -> FfiResult<TrainOptions> {

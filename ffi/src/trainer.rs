@@ -124,41 +124,46 @@ pub(crate) struct CBatch<'b> {
 
 impl<'b> CBatch<'b> {
     pub(crate) fn new(batch: &'b TraceBatch<'_>) -> CBatch<'b> {
-        let rows: Vec<Value> = batch
-            .rows
-            .iter()
-            .zip(&batch.info)
-            .enumerate()
-            .map(|(r, (row, info))| {
-                let segments: Vec<Value> = row
-                    .segments
-                    .iter()
-                    .map(|s| {
-                        let mut v = json!({
-                            "call": s.call,
-                            "context_start": s.context_start,
-                            "completion_start": s.completion_start,
-                            "completion_len": s.completion_len,
-                        });
-                        let call = batch.call(r, s);
-                        if call.is_action() {
-                            if let Some(o) = call.request.get("observation") {
-                                v["observation"] = o.clone();
-                            }
-                        }
-                        v
-                    })
-                    .collect();
-                json!({
-                    "trajectory": info.trajectory,
-                    "group": info.group,
-                    "member": info.member,
-                    "reward": info.reward,
-                    "segments": segments,
-                })
-            })
-            .collect();
-        let text = CText::new(Value::Array(rows).to_string());
+        // Written straight to text (no JSON tree): this runs before every trainer call.
+        use std::fmt::Write as _;
+        let mut json = String::with_capacity(batch.len() * 96);
+        json.push('[');
+        for (r, (row, info)) in batch.rows.iter().zip(&batch.info).enumerate() {
+            if r > 0 {
+                json.push(',');
+            }
+            let _ = write!(
+                json,
+                "{{\"trajectory\":{},\"group\":{},\"member\":{},\"reward\":{},\"segments\":[",
+                info.trajectory,
+                info.group,
+                info.member,
+                Value::from(info.reward)
+            );
+            for (k, seg) in row.segments.iter().enumerate() {
+                let _ = write!(
+                    json,
+                    "{}{{\"call\":{},\"context_start\":{},\"completion_start\":{},\"completion_len\":{}",
+                    if k > 0 { "," } else { "" },
+                    seg.call,
+                    seg.context_start,
+                    seg.completion_start,
+                    seg.completion_len
+                );
+                // The observation only where it is the whole prompt: an action call that
+                // recorded no prompt tokens of its own.
+                let call = batch.call(r, seg);
+                if call.is_action() && seg.completion_start == seg.context_start {
+                    if let Some(o) = call.request.get("observation") {
+                        let _ = write!(json, ",\"observation\":{o}");
+                    }
+                }
+                json.push('}');
+            }
+            json.push_str("]}");
+        }
+        json.push(']');
+        let text = CText::new(json);
         let p = &batch.padded;
         let raw = nenyax_trace_batch_t {
             version: NENYAX_TRACE_BATCH_VERSION,

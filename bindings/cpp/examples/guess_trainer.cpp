@@ -18,10 +18,16 @@
 // dr_grpo, rloo and dapo all reach 0.64-0.83 here within noise of each other (seeds 1-5);
 // grpo is used because its KL term exercises the reference weights too.
 //
+// The run's settings (environment, learner and its knobs, rounds, groups, held-out split, seed)
+// are read from examples/configs/cpp-trainer.toml through nenyax_config_load, as `nenyax train
+// --config` reads them; only the weights, their learning rate and the sampling are this
+// program's.
+//
 //   example_guess_trainer            train; exit 0 if held-out rises by >= 0.3
 //   example_guess_trainer --ascend   control: apply ASCENDS the loss, no gating; exit 0 if
 //                                    held-out ends below where it started
-//   options: --rounds N (default 25), --seed S (default 1), --lr X (default 0.2)
+//   options: --config FILE (default: the repository's examples/configs/cpp-trainer.toml),
+//            --rounds N, --seed S (override the file's), --lr X (default 0.2)
 
 #include <nenyax.hpp>
 
@@ -65,6 +71,33 @@ double first_number(std::string_view json, std::string_view key) {
   const auto pos = json.find(pat);
   if (pos == std::string_view::npos) return std::nan("");
   return std::strtod(std::string(json.substr(pos + pat.size(), 32)).c_str(), nullptr);
+}
+
+// The raw JSON value (an object or a string's contents) of the first "key": in `json`: enough
+// to pick "env", "learner" and "train" out of nenyax_config_load's answer without a JSON
+// library (braces inside strings are skipped).
+std::string json_field(std::string_view json, std::string_view key) {
+  const std::string pat = "\"" + std::string(key) + "\":";
+  auto pos = json.find(pat);
+  if (pos == std::string_view::npos) throw std::runtime_error("no " + std::string(key));
+  pos += pat.size();
+  if (json[pos] == '"') return std::string(json.substr(pos + 1, json.find('"', pos + 1) - pos - 1));
+  int depth = 0;
+  bool in_string = false;
+  for (std::size_t i = pos; i < json.size(); ++i) {
+    const char c = json[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{') {
+      ++depth;
+    } else if (c == '}' && --depth == 0) {
+      return std::string(json.substr(pos, i + 1 - pos));
+    }
+  }
+  throw std::runtime_error("unterminated " + std::string(key));
 }
 
 // A uniform draw in [0, 1) from a seed (splitmix64).
@@ -214,43 +247,50 @@ class GuessModel : public nenyax::Trainer {
 
 int main(int argc, char** argv) {
   bool ascend = false, gate = true;
-  int rounds = 25;
-  long seed = 1;
+  std::string config = NENYAX_CPP_TRAINER_CONFIG, overrides;
   double lr = 0.2;
+  const auto add = [&](const std::string& key, const std::string& value) {
+    overrides += (overrides.empty() ? "{" : ", ") + ("\"" + key + "\": " + value);
+  };
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--ascend") {
       ascend = true;
     } else if (a == "--no-gate") {
       gate = false;
+    } else if (a == "--config" && i + 1 < argc) {
+      config = argv[++i];
     } else if (a == "--rounds" && i + 1 < argc) {
-      rounds = std::atoi(argv[++i]);
+      add("train.rounds", argv[++i]);
     } else if (a == "--seed" && i + 1 < argc) {
-      seed = std::atol(argv[++i]);
+      add("train.seed", argv[++i]);
     } else if (a == "--lr" && i + 1 < argc) {
       lr = std::atof(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: %s [--ascend] [--no-gate] [--rounds N] [--seed S] [--lr X]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--config FILE] [--ascend] [--no-gate] [--rounds N] [--seed S] "
+                   "[--lr X]\n",
+                   argv[0]);
       return 2;
     }
   }
+  // The control must show what the gradient does, so nothing may be reverted.
+  if (ascend || !gate) add("train.gate", "false");
+  if (!overrides.empty()) overrides += "}";
   try {
     const auto t0 = std::chrono::steady_clock::now();
-    auto env = nenyax::Env::load("builtin:guess?high=16&max_guesses=4&size=400");
+    // The run (environment, learner, options) comes from the config file, checked by the
+    // library as `nenyax train --config` checks it; the weights are this program's.
+    const std::string run = nenyax::config_load(config, overrides);
+    auto env = nenyax::Env::load(json_field(json_field(run, "env"), "uri"));
     auto model = std::make_shared<GuessModel>(lr, ascend);
     auto policy = nenyax::episode_action_policy(
         [model](const nenyax::Episode& ep, std::string_view obs, nenyax::Record& rec) {
           return model->act(ep, obs, rec);
         },
         /*thread_safe=*/true);
-    auto learner =
-        nenyax::Learner::create(R"({"use": "grpo", "epochs": 2, "minibatches": 2})", &env,
-                                &policy, model);
-    const std::string options =
-        "{\"rounds\": " + std::to_string(rounds) +
-        ", \"group_size\": 8, \"batch\": 16, \"eval_tasks\": 64, \"eval_repeats\": 4, \"gate_tolerance\": 0.03, \"seed\": " +
-        std::to_string(seed) + ", \"concurrency\": 2, \"gate\": " + (gate && !ascend ? "true" : "false") +
-        "}";
+    auto learner = nenyax::Learner::create(json_field(run, "learner"), &env, &policy, model);
+    const std::string options = json_field(run, "train");
     const std::string report = nenyax::train(env, learner, options);
     const double wall =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -360,6 +360,16 @@ inline std::string train(const Env& env, Learner& learner, std::string_view opti
   });
 }
 
+// A run config file (TOML) read and checked as `nenyax train --config` does, normalised to JSON
+// {"file", "env": {"uri", "judge"}, "model", "learner", "train", "output"}; `overrides_json`
+// (may be empty) sets dotted keys first, e.g. {"train.gate": false}. Errors name file and line.
+inline std::string config_load(std::string_view path, std::string_view overrides_json = {}) {
+  return detail::string_call([&](nenyax_string_t* out) {
+    return nenyax_config_load(path.data(), path.size(), detail::data_or_null(overrides_json),
+                              overrides_json.size(), out);
+  });
+}
+
 }  // namespace nenyax
 
 #endif  // NENYAX_TRAIN_HPP

@@ -5,7 +5,10 @@
 
 #include <nenyax.hpp>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdio>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -65,7 +68,8 @@ class UniformTrainer : public nenyax::Trainer {
         if (std::fabs(out[b.at(r, t)] - b.sampled_logp(r, t)) > 1e-12) ++bad;
       }
     }
-    if (!contains(b.rows_json(), "\"observation\":")) ++bad;
+    // The policy records its prompt tokens, so the observation is not repeated in rows_json.
+    if (contains(b.rows_json(), "\"observation\":")) ++bad;
   }
   void apply(const nenyax::TraceBatch& b, const double* grad) override {
     ++applies;
@@ -195,6 +199,34 @@ TEST(episode_chat_policy_records_tokens) {
   CHECK_MSG(!failed(t), t);
   CHECK(contains(t, "\"completion_token_ids\":[0]"));
   CHECK(contains(t, "\"prompt_token_ids\":[1]"));
+}
+
+TEST(config_load_reads_checks_and_overrides) {
+  const std::string path = "/tmp/nenyax-cpp-config-" + std::to_string(::getpid()) + ".toml";
+  {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    CHECK(f != nullptr);
+    std::fputs("[env]\nuri = \"builtin:guess\"\n[learner]\nuse = \"grpo\"\nclip_hi = 0.3\n", f);
+    std::fclose(f);
+  }
+  // A typo names the file, its line and the knob it meant.
+  CHECK_STATUS(nenyax::config_load(path), NENYAX_STATUS_CONFIG);
+  try {
+    nenyax::config_load(path);
+  } catch (const nenyax::Error& e) {
+    CHECK_MSG(std::string(e.what()).find(":5:") != std::string::npos, e.what());
+    CHECK_MSG(std::string(e.what()).find("clip_high") != std::string::npos, e.what());
+  }
+  {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    CHECK(f != nullptr);
+    std::fputs("[env]\nuri = \"builtin:guess\"\n[learner]\nuse = \"grpo\"\n", f);
+    std::fclose(f);
+  }
+  const std::string run = nenyax::config_load(path, R"({"train.rounds": 3})");
+  CHECK_MSG(contains(run, "\"uri\":\"builtin:guess\"") && contains(run, "\"use\":\"grpo\""), run);
+  CHECK_MSG(contains(run, "\"rounds\":3"), run);
+  std::remove(path.c_str());
 }
 
 int main(int argc, char** argv) { return run_tests(argc, argv); }

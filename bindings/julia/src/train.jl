@@ -382,3 +382,11 @@ function train(env::Env, learner::Learner; options::AbstractString = "")
             handle(env), handle(learner), optptr(o), sizeof(o), out))
     end
 end
+
+"A run config file (TOML) read and checked as `nenyax train --config` does, as normalised JSON; `overrides` sets dotted keys first, e.g. `{\"train.gate\": false}`."
+function config_load(path::AbstractString; overrides::AbstractString = "")
+    p, o = String(path), String(overrides)
+    GC.@preserve p o string_call(out -> ccall((:nenyax_config_load, libnenyax), Ptr{Cvoid},
+        (Ptr{UInt8}, Csize_t, Ptr{UInt8}, Csize_t, Ref{NenyaxString}),
+        p, sizeof(p), optptr(o), sizeof(o), out))
+end

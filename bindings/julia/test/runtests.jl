@@ -213,6 +213,13 @@ end
     end
 
     @testset "training" begin
+        cfg = tempname() * ".toml"
+        write(cfg, "[env]\nuri = \"builtin:guess\"\n[learner]\nuse = \"grpo\"\n")
+        run = Nenyax.config_load(cfg; overrides = "{\"train.rounds\": 3}")
+        @test occursin("\"rounds\":3", run) && occursin("\"use\":\"grpo\"", run)
+        write(cfg, "[train]\nrouns = 3\n")
+        @test_throws NenyaxError Nenyax.config_load(cfg)
+        rm(cfg)
         env = Nenyax.load("builtin:guess?high=16&max_guesses=4&size=64")
         # Guess uniformly within the bounds, from the episode's sample seed; record the prompt
         # (100 + low, 200 + high) and the guess (guess - 1).

@@ -95,6 +95,27 @@ fn round_slots(pool: &[Slot], round: usize, opts: &TrainOptions) -> Vec<Slot> {
     order[at..at + k].iter().map(|&i| pool[i].clone()).collect()
 }
 
+/// Drop `value` on a long-lived background thread (started on first use), so that freeing a
+/// round's trajectories overlaps the next phase instead of holding up the loop; dropped here
+/// if that thread cannot be started.
+fn drop_aside<T: Send + 'static>(value: T) {
+    type Garbage = Box<dyn Send>;
+    static BIN: std::sync::OnceLock<Option<std::sync::Mutex<std::sync::mpsc::Sender<Garbage>>>> =
+        std::sync::OnceLock::new();
+    let bin = BIN.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<Garbage>();
+        std::thread::Builder::new()
+            .name("nenyax-drop".into())
+            .spawn(move || rx.into_iter().for_each(drop))
+            .ok()
+            .map(|_| std::sync::Mutex::new(tx))
+    });
+    let value: Garbage = Box::new(value);
+    if let Some(tx) = bin {
+        let _ = tx.lock().unwrap_or_else(|p| p.into_inner()).send(value);
+    }
+}
+
 fn job(slot: &Slot, ctx: EpisodeContext) -> Job {
     Job {
         task: slot.task.clone(),
@@ -143,9 +164,9 @@ impl Eval {
 
 /// Completion tokens the policy sampled in these trajectories (token ids where recorded, else
 /// the response's usage).
-fn sampled_tokens(trajs: &[Trajectory]) -> usize {
+fn sampled_tokens<'a>(trajs: impl IntoIterator<Item = &'a Trajectory>) -> usize {
     trajs
-        .iter()
+        .into_iter()
         .flat_map(|t| &t.model_calls)
         .map(|c| match &c.completion_token_ids {
             Some(ids) => ids.len(),
@@ -399,12 +420,7 @@ fn run_round(
         let all: Vec<&Trajectory> = groups.iter().flat_map(|g| &g.trajectories).collect();
         r.episodes = all.len();
         r.failed_episodes = all.iter().filter(|t| !t.ok()).count();
-        r.sampled_tokens = sampled_tokens(
-            &groups
-                .iter()
-                .flat_map(|g| g.trajectories.clone())
-                .collect::<Vec<_>>(),
-        );
+        r.sampled_tokens = sampled_tokens(all.iter().copied());
         let ok: Vec<f64> = all.iter().filter_map(|t| t.score()).collect();
         r.signal = groups.iter().filter(|g| g.has_signal()).count() as f64 / groups.len() as f64;
         if ok.is_empty() {
@@ -424,7 +440,11 @@ fn run_round(
         }
         times.gate_s += t0.elapsed().as_secs_f64();
         let t0 = Instant::now();
-        let update = learner.update(&groups)?;
+        let update = learner.update(&groups);
+        // A round's trajectories are many small JSON trees; freeing them is not the loop's
+        // work to wait for.
+        drop_aside(groups);
+        let update = update?;
         times.update_s = t0.elapsed().as_secs_f64();
         times.trainer_s = update.trainer_s;
         r.update = Some(update);

@@ -12,6 +12,9 @@
 #include "common.h"
 
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <stdint.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -119,7 +122,7 @@ static int32_t act_never(void *user_data, const nenyax_episode_t *ep, const char
 
 struct trainer {
     long logprobs_calls, reference_calls, apply_calls, snapshots, restores;
-    long bad_layout, bad_grad, no_observation, masked;
+    long bad_layout, bad_grad, observation, masked;
     long fail_after_applies; /* logprobs fails once this many applies happened (-1: never) */
     long nan_after_applies;  /* logprobs writes NaN once this many applies happened */
     int chat;                /* rows are chat calls (16 choices, context from 0) */
@@ -142,8 +145,10 @@ static int32_t tr_logprobs(void *user_data, const nenyax_trace_batch_t *b, bool 
     if (b->version != NENYAX_TRACE_BATCH_VERSION || b->rows_json[b->rows_json_len] != '\0') {
         t->bad_layout++;
     }
-    if (!t->chat && find_bytes(b->rows_json, b->rows_json_len, "\"observation\":") == NULL) {
-        t->no_observation++;
+    /* This policy records prompt tokens, so rows_json carries no observation (it is given
+     * only where it is the whole prompt). */
+    if (find_bytes(b->rows_json, b->rows_json_len, "\"observation\":") != NULL) {
+        t->observation++;
     }
     if (t->fail_after_applies >= 0 && t->apply_calls >= t->fail_after_applies) {
         reply_text(error, "simulated trainer failure: out of GPU memory");
@@ -298,10 +303,10 @@ static void episodes_are_deterministic_whatever_the_threads(nenyax_env_t *env)
     CHECK(p3.no_task == 0 && p3.bad_version == 0);
     /* Non-thread-safe callbacks ran on this (the calling) thread only, trainer included. */
     CHECK(p3.off_home == 0);
-    /* The trainer saw well-formed action rows with their observations, KL asked for the
+    /* The trainer saw well-formed action rows (their prompt tokens, no observations), KL asked for the
      * reference, gradients only on sampled tokens, and every round kept (gate: snapshots). */
     CHECK(t3.logprobs_calls >= 3 && t3.reference_calls >= 3 && t3.apply_calls == 3);
-    CHECK(t3.bad_layout == 0 && t3.bad_grad == 0 && t3.no_observation == 0 && t3.masked > 0);
+    CHECK(t3.bad_layout == 0 && t3.bad_grad == 0 && t3.observation == 0 && t3.masked > 0);
     CHECK(t3.snapshots == 3);
     CHECK(count_bytes(r3.ptr, r3.len, "\"outcome\":\"failed\"") == 0);
     CHECK(find_bytes(r3.ptr, r3.len, "\"text\":\"train builtin:guess") != NULL);
@@ -674,6 +679,39 @@ static void bad_setups_are_typed_errors(nenyax_env_t *env)
     nenyax_policy_free(policy);
 }
 
+/* A run config file read as `nenyax train --config` reads it: normalised JSON a program can
+ * hand to nenyax_learner_new and nenyax_train; overrides by dotted key; a typo names the file,
+ * the line and the key. */
+static void a_config_file_is_read_checked_and_overridden(void)
+{
+    char path[] = "/tmp/nenyax-test-config-XXXXXX";
+    int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    const char *good = "[env]\nuri = \"builtin:guess?size=40\"\n[learner]\nuse = \"grpo\"\n"
+                       "trainer = \"host\"\n[train]\nrounds = 3\n";
+    REQUIRE(write(fd, good, strlen(good)) == (ssize_t)strlen(good));
+    close(fd);
+    nenyax_string_t out = {0};
+    CHECK_OK(nenyax_config_load(path, strlen(path), S("{\"train.gate\": false}"), &out));
+    CHECK(out.ptr && strstr(out.ptr, "\"uri\":\"builtin:guess?size=40\""));
+    CHECK(out.ptr && strstr(out.ptr, "\"rounds\":3"));
+    CHECK(out.ptr && strstr(out.ptr, "\"gate\":false"));
+    CHECK(out.ptr && strstr(out.ptr, "\"trainer\":\"host\""));
+    nenyax_string_free(&out);
+    FILE *f = fopen(path, "w");
+    REQUIRE(f != NULL);
+    fputs("[env]\nuri = \"builtin:guess\"\n[train]\nrouns = 3\n", f);
+    fclose(f);
+    CHECK_STATUS_MSG(nenyax_config_load(path, strlen(path), NULL, 0, &out), NENYAX_STATUS_CONFIG,
+                     ":4:");
+    CHECK_STATUS_MSG(nenyax_config_load(path, strlen(path), NULL, 0, &out), NENYAX_STATUS_CONFIG,
+                     "rounds");
+    CHECK_STATUS(nenyax_config_load(path, strlen(path), S("[1]"), &out),
+                 NENYAX_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(nenyax_config_load(NULL, 3, NULL, 0, &out), NENYAX_STATUS_INVALID_ARGUMENT);
+    unlink(path);
+}
+
 int main(void)
 {
     nenyax_env_t *env = NULL;
@@ -687,6 +725,7 @@ int main(void)
     chat_episode_turns_join_into_rows(env);
     the_builtin_policy_trains_without_a_host_trainer(env);
     bad_setups_are_typed_errors(env);
+    a_config_file_is_read_checked_and_overridden();
     nenyax_env_free(env);
     return finish("test_train");
 }
