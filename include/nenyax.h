@@ -884,12 +884,12 @@ void nenyax_learner_free(struct nenyax_learner_t *learner);
 
 // Train `learner` on `env` and write the report (JSON) to `report_out`. Options (JSON, may be
 // NULL): {"rounds", "group_size", "batch", "eval_tasks", "eval_repeats", "tasks", "seed",
-// "concurrency", "max_steps", "gate", "gate_tolerance", "trajectories", "progress"}. The
-// report is {"env", "learner", "options", "train_tasks", "held_out", "baseline", "best",
-// "final_eval", "gated", "rounds": [...], "wall_s", "overhead_fraction", "text"}; a round that
-// failed is in it (with "error"), not an error of this call. Rollouts step on the library's
-// threads; host policy callbacks without NENYAX_THREAD_SAFE run on this thread, and trainer and
-// learner callbacks always do.
+// "concurrency", "max_steps", "gate", "gate_tolerance", "gate_sigma", "trajectories",
+// "progress"}. The report is {"env", "learner", "options", "train_tasks", "held_out",
+// "baseline", "best", "final_eval", "gated", "rounds": [...], "wall_s", "overhead_fraction",
+// "text"}; a round that failed is in it (with "error"), not an error of this call. Rollouts
+// step on the library's threads; host policy callbacks without NENYAX_THREAD_SAFE run on this
+// thread, and trainer and learner callbacks always do.
 struct nenyax_error_t *nenyax_train(const struct nenyax_env_t *env,
                                     struct nenyax_learner_t *learner,
                                     const char *options_json,

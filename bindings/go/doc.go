@@ -90,7 +90,9 @@
 // are told their Episode (seed sampling with Episode.SampleSeed, so a run is the same on any
 // number of threads) and return a Record of what they sampled, which is what weight
 // learners train on. An error or a panic in a Trainer or HostLearner fails that round only;
-// the report carries the message.
+// the report carries the message. A Learner keeps its policy alive inside the library, so the
+// Policy may be closed before Train; Train still takes the Go policy's turn. See ExampleTrain
+// for a Go model trained end to end.
 //
 // A Go policy that panics fails only the episode it was serving: the panic is recovered in
 // the trampoline and becomes the callback's error message, which the trajectory carries in

@@ -43,11 +43,18 @@ func (p *Policy) acquire() (*C.nenyax_policy_t, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	return h, p.turn(), nil
+}
+
+// turn takes a Go policy's turn (a no-op for other policies) and returns its release. It
+// needs no open handle: a Learner holds the library's own reference to its policy, so a
+// Train may still use a Go policy whose Policy was closed, and must still take turns with it.
+func (p *Policy) turn() func() {
 	if p.host == nil {
-		return h, func() {}, nil
+		return func() {}
 	}
 	p.calls.Lock()
-	return h, p.calls.Unlock, nil
+	return p.calls.Unlock
 }
 
 // hostPolicy is what a Go policy's cgo.Handle refers to.

@@ -185,10 +185,11 @@ func (l *Learner) Close() error {
 	return l.h.Close()
 }
 
-// TrainOptions are the options of Train; zero fields mean the library's defaults.
+// TrainOptions are the options of Train; zero fields (nil pointers) mean the library's
+// defaults. The pointer fields are those whose zero is a setting of its own.
 type TrainOptions struct {
-	Rounds      int   `json:"rounds,omitempty"`     // default 5
-	GroupSize   int   `json:"group_size,omitempty"` // rollouts per group (default 4)
+	Rounds      int   `json:"rounds,omitempty"`     // default 20
+	GroupSize   int   `json:"group_size,omitempty"` // rollouts per group (default 8)
 	Batch       int   `json:"batch,omitempty"`      // groups per round (default 8)
 	EvalTasks   *int  `json:"eval_tasks,omitempty"` // held-out tasks (default: a quarter, 1..64)
 	EvalRepeats int   `json:"eval_repeats,omitempty"`
@@ -197,8 +198,11 @@ type TrainOptions struct {
 	Concurrency int   `json:"concurrency,omitempty"` // parallel rollouts (default: one per core)
 	MaxSteps    *int  `json:"max_steps,omitempty"`
 	Gate        *bool `json:"gate,omitempty"` // revert updates that lower held-out (default true)
-	// How much below the best held-out score an update may land and still be kept.
+	// An update is reverted when its held-out score falls below the current policy's by more
+	// than GateTolerance (default 0) plus GateSigma (default 1) standard errors of the
+	// difference of the two evaluations; GateSigma 0 lets evaluation noise revert updates.
 	GateTolerance *float64 `json:"gate_tolerance,omitempty"`
+	GateSigma     *float64 `json:"gate_sigma,omitempty"`
 	// Write every trajectory to this JSONL file.
 	Trajectories string `json:"trajectories,omitempty"`
 	// One line per round on stderr (when it is a terminal).
@@ -215,6 +219,7 @@ type TrainReport struct {
 	Best             float64         `json:"best"`
 	FinalEval        float64         `json:"final_eval"`
 	Gated            bool            `json:"gated"`
+	Options          json.RawMessage `json:"options"` // every option as it ran, defaults filled in
 	Rounds           []RoundReport   `json:"rounds"`
 	WallS            float64         `json:"wall_s"`
 	OverheadFraction float64         `json:"overhead_fraction"` // the loop's own share of round time
@@ -225,11 +230,18 @@ type TrainReport struct {
 
 // RoundReport is one round of a TrainReport (round 0 is the baseline evaluation).
 type RoundReport struct {
-	Round          int        `json:"round"`
-	Outcome        string     `json:"outcome"` // "baseline", "kept", "reverted" or "failed"
-	Error          *string    `json:"error"`
-	TrainScore     *float64   `json:"train_score"`
-	EvalScore      *float64   `json:"eval_score"`
+	Round      int      `json:"round"`
+	Outcome    string   `json:"outcome"` // "baseline", "kept", "reverted" or "failed"
+	Error      *string  `json:"error"`
+	TrainScore *float64 `json:"train_score"`
+	EvalScore  *float64 `json:"eval_score"` // failed held-out episodes count 0
+	EvalSE     *float64 `json:"eval_se"`    // the standard error of EvalScore
+	EvalFailed int      `json:"eval_failed"`
+	// The held-out score below which the gate reverts this update (also computed, and
+	// ignored, when Gate is false).
+	GateBar *float64 `json:"gate_bar"`
+	// Kept without a gate, because the learner cannot snapshot.
+	Ungated        bool       `json:"ungated"`
 	Episodes       int        `json:"episodes"`
 	FailedEpisodes int        `json:"failed_episodes"`
 	Signal         float64    `json:"signal"`
@@ -277,13 +289,10 @@ func Train(env *Env, learner *Learner, opts *TrainOptions) (*TrainReport, error)
 	}
 	learner.mu.Lock()
 	defer learner.mu.Unlock()
-	// A Go policy serves one call at a time (see the package documentation).
+	// A Go policy serves one call at a time (see the package documentation). The learner
+	// keeps the policy alive inside the library, so a closed Policy is no error here.
 	if learner.policy != nil {
-		_, unlock, err := learner.policy.acquire()
-		if err != nil {
-			return nil, err
-		}
-		defer unlock()
+		defer learner.policy.turn()()
 	}
 	var out C.nenyax_string_t
 	p, n := optInput(js)

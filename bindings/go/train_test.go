@@ -117,7 +117,7 @@ func (u *uniformTrainer) Apply(b *nenyax.TraceBatch, grad []float64) error {
 func (u *uniformTrainer) Snapshot() error { u.snapshots++; return nil }
 func (u *uniformTrainer) Restore() error  { u.restores++; return nil }
 
-func trainGuess(t *testing.T, env *nenyax.Env, g *guessPolicy, u *uniformTrainer, opts *nenyax.TrainOptions) *nenyax.TrainReport {
+func trainGuess(t *testing.T, env *nenyax.Env, g *guessPolicy, u nenyax.Trainer, opts *nenyax.TrainOptions) *nenyax.TrainReport {
 	t.Helper()
 	policy := must(nenyax.NewEpisodeActionPolicy(g.act))(t)
 	closeLater(t, policy)
@@ -266,5 +266,109 @@ func TestEpisodeChatPolicyRecordsTokens(t *testing.T) {
 	c := tr.ModelCalls[0]
 	if len(c.PromptTokenIDs) != 1 || c.PromptTokenIDs[0] < 1 || len(c.CompletionTokenIDs) != 1 || c.CompletionTokenIDs[0] != 0 {
 		t.Errorf("first call's tokens: %v %v", c.PromptTokenIDs, c.CompletionTokenIDs)
+	}
+}
+
+// noSnapshots hides a trainer's Snapshotter, so the library cannot gate it.
+type noSnapshots struct{ nenyax.Trainer }
+
+func TestTrainReportsGating(t *testing.T) {
+	env := load(t, guessURI)
+	opts := &nenyax.TrainOptions{Rounds: 2, GroupSize: 4, Batch: 2, EvalTasks: nenyax.Ptr(4),
+		GateTolerance: nenyax.Ptr(0.5), GateSigma: nenyax.Ptr(0.0)}
+	r := trainGuess(t, env, &guessPolicy{}, &uniformTrainer{}, opts)
+	var ran struct {
+		Rounds        int     `json:"rounds"`
+		GateSigma     float64 `json:"gate_sigma"`
+		GateTolerance float64 `json:"gate_tolerance"`
+		EvalRepeats   int     `json:"eval_repeats"`
+	}
+	if err := json.Unmarshal(r.Options, &ran); err != nil || ran.Rounds != 2 || ran.GateSigma != 0 || ran.GateTolerance != 0.5 || ran.EvalRepeats != 1 {
+		t.Errorf("options as run: %s (%v)", r.Options, err)
+	}
+	// With GateSigma 0 the bar is the current held-out score less the tolerance, exactly; the
+	// uniform policy never changes, so every update is kept and the current score stays the
+	// baseline.
+	for _, round := range r.Rounds[1:] {
+		if round.Outcome != "kept" || round.Ungated || round.GateBar == nil || *round.GateBar != r.Baseline-0.5 ||
+			round.EvalSE == nil || *round.EvalSE < 0 || round.EvalFailed != 0 {
+			t.Errorf("round %d: %s, ungated %v, bar %v (baseline %v), se %v", round.Round, round.Outcome,
+				round.Ungated, round.GateBar, r.Baseline, round.EvalSE)
+		}
+	}
+	policy := must(nenyax.NewEpisodeActionPolicy((&guessPolicy{}).act))(t)
+	closeLater(t, policy)
+	learner := must(nenyax.NewLearner("grpo", env, policy, noSnapshots{&uniformTrainer{}}))(t)
+	closeLater(t, learner)
+	r = must(nenyax.Train(env, learner, opts))(t)
+	if r.Gated || !r.Rounds[1].Ungated || !strings.Contains(r.Text, "no gating") {
+		t.Errorf("a trainer without Snapshot: gated %v, round 1 ungated %v\n%s", r.Gated, r.Rounds[1].Ungated, r.Text)
+	}
+}
+
+// A Learner keeps the library's reference to its policy, so closing the Go Policy early (a
+// natural defer order) must not stop training.
+func TestTrainAfterPolicyClose(t *testing.T) {
+	env := load(t, guessURI)
+	g := &guessPolicy{}
+	policy := must(nenyax.NewEpisodeActionPolicy(g.act))(t)
+	learner := must(nenyax.NewLearner("grpo", env, policy, &uniformTrainer{}))(t)
+	closeLater(t, learner)
+	policy.Close()
+	r := must(nenyax.Train(env, learner, &nenyax.TrainOptions{Rounds: 1, GroupSize: 2, Batch: 2, EvalTasks: nenyax.Ptr(2)}))(t)
+	if failedRounds(r) != 0 || g.phases[nenyax.PhaseTrain] == 0 {
+		t.Errorf("rounds: %s; policy phases %v", r.Text, g.phases)
+	}
+	if _, err := env.Rollout(policy, nil); !nenyax.IsStatus(err, nenyax.StatusInvalidArgument) {
+		t.Errorf("Rollout with the closed Policy: %v", err)
+	}
+}
+
+// forgetful is a trainer whose Logprobs writes nothing (the slice starts as NaN), and whose
+// Apply panics: two mistakes a Go trainer can make, each of which must fail its round only.
+type forgetful struct {
+	uniformTrainer
+	panicInApply bool
+}
+
+func (f *forgetful) Logprobs(b *nenyax.TraceBatch, reference bool, out []float64) error {
+	if f.panicInApply {
+		return f.uniformTrainer.Logprobs(b, reference, out)
+	}
+	return nil
+}
+
+func (f *forgetful) Apply(b *nenyax.TraceBatch, grad []float64) error {
+	if f.panicInApply {
+		panic("index out of range in the backward pass")
+	}
+	return f.uniformTrainer.Apply(b, grad)
+}
+
+func TestTrainerMistakesFailTheirRound(t *testing.T) {
+	env := load(t, guessURI)
+	opts := &nenyax.TrainOptions{Rounds: 2, GroupSize: 4, Batch: 2, EvalTasks: nenyax.Ptr(2)}
+	for _, c := range []struct {
+		panicInApply bool
+		want         string
+	}{
+		{false, "NaN"},
+		{true, "index out of range in the backward pass"},
+	} {
+		f := &forgetful{panicInApply: c.panicInApply}
+		r := trainGuess(t, env, &guessPolicy{}, f, opts)
+		for _, round := range r.Rounds[1:] {
+			if round.Outcome != "failed" || round.Error == nil || !strings.HasPrefix(*round.Error, "TrainingError") ||
+				!strings.Contains(*round.Error, c.want) {
+				t.Errorf("panic in Apply %v, round %d: %s, %v", c.panicInApply, round.Round, round.Outcome, round.Error)
+			}
+		}
+		// Each failed round goes back to the snapshot taken before it.
+		if f.snapshots != 2 || f.restores != 2 {
+			t.Errorf("panic in Apply %v: %d snapshots, %d restores", c.panicInApply, f.snapshots, f.restores)
+		}
+		if round := r.Rounds[1]; round.Error != nil {
+			t.Logf("%s", *round.Error)
+		}
 	}
 }

@@ -220,12 +220,12 @@ pub unsafe extern "C" fn nenyax_learner_free(learner: *mut nenyax_learner_t) {
 
 /// Train `learner` on `env` and write the report (JSON) to `report_out`. Options (JSON, may be
 /// NULL): {"rounds", "group_size", "batch", "eval_tasks", "eval_repeats", "tasks", "seed",
-/// "concurrency", "max_steps", "gate", "gate_tolerance", "trajectories", "progress"}. The
-/// report is {"env", "learner", "options", "train_tasks", "held_out", "baseline", "best",
-/// "final_eval", "gated", "rounds": [...], "wall_s", "overhead_fraction", "text"}; a round that
-/// failed is in it (with "error"), not an error of this call. Rollouts step on the library's
-/// threads; host policy callbacks without NENYAX_THREAD_SAFE run on this thread, and trainer and
-/// learner callbacks always do.
+/// "concurrency", "max_steps", "gate", "gate_tolerance", "gate_sigma", "trajectories",
+/// "progress"}. The report is {"env", "learner", "options", "train_tasks", "held_out",
+/// "baseline", "best", "final_eval", "gated", "rounds": [...], "wall_s", "overhead_fraction",
+/// "text"}; a round that failed is in it (with "error"), not an error of this call. Rollouts
+/// step on the library's threads; host policy callbacks without NENYAX_THREAD_SAFE run on this
+/// thread, and trainer and learner callbacks always do.
 #[no_mangle]
 pub unsafe extern "C" fn nenyax_train(
     env: *const nenyax_env_t,
