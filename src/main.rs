@@ -131,6 +131,15 @@ enum Command {
     },
     /// Improve a policy with a learner: held-out evaluation, gated updates, a report
     Train(Box<train_cmd::TrainArgs>),
+    /// Draw the learning curve of a training report (report.json of `nenyax train --out`, or
+    /// the report a program got from nenyax_train) as SVG
+    Plot {
+        /// The report (JSON)
+        report: String,
+        /// Where to write the SVG (default: curve.svg next to the report)
+        #[arg(short = 'o', long)]
+        out: Option<String>,
+    },
     /// Play episodes and show them as readable replays
     Try {
         /// Environment URI
@@ -261,6 +270,21 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
     match cli.command {
         // Its own exit statuses: 1 for a run that failed, 2 for what the user wrote.
         Command::Train(args) => Ok(train_cmd::run(*args)),
+        Command::Plot { report, out } => {
+            let text = std::fs::read_to_string(&report)
+                .map_err(|e| Error::io(format!("reading {report}"), e))?;
+            let r: nenyax::TrainReport = serde_json::from_str(&text)
+                .map_err(|e| Error::Protocol(format!("{report} is not a training report: {e}")))?;
+            let out = out.unwrap_or_else(|| {
+                std::path::Path::new(&report)
+                    .with_file_name("curve.svg")
+                    .display()
+                    .to_string()
+            });
+            std::fs::write(&out, r.svg()).map_err(|e| Error::io(format!("writing {out}"), e))?;
+            println!("{out}: {}", r.render().lines().last().unwrap_or_default());
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Integrations { json } => {
             let mut rows: Vec<Value> = nenyax::providers::PROVIDERS
                 .iter()

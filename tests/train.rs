@@ -26,6 +26,14 @@ fn opts(rounds: usize, group_size: usize, batch: usize) -> TrainOptions {
     }
 }
 
+/// With NENYAX_DEMO_OUT set, keep a report for `nenyax plot` (docs/learning.md's curves).
+fn keep(name: &str, r: &nenyax::TrainReport) {
+    if let Ok(dir) = std::env::var("NENYAX_DEMO_OUT") {
+        let path = std::path::Path::new(&dir).join(name);
+        std::fs::write(path, r.to_json().to_string()).unwrap();
+    }
+}
+
 fn incontext(spoilt: bool) -> Box<dyn Learner> {
     learner(
         &json!({"use": "incontext", "shots": 2}),
@@ -42,6 +50,7 @@ fn incontext_learns_from_its_own_best_episodes() {
     let env = load("builtin:arithmetic?size=200").unwrap();
     let mut l = incontext(false);
     let r = train(&env, l.as_mut(), &opts(2, 2, 8)).unwrap();
+    keep("incontext.json", &r);
     assert!(r.baseline < 0.5, "{}", r.render());
     assert!(r.final_eval > 0.95, "{}", r.render());
     assert_eq!(r.rounds[1].outcome, "kept");
@@ -56,6 +65,7 @@ fn an_update_that_makes_held_out_worse_is_reverted() {
     let env = load("builtin:arithmetic?size=200").unwrap();
     let mut l = incontext(true);
     let r = train(&env, l.as_mut(), &opts(2, 2, 8)).unwrap();
+    keep("incontext-gated.json", &r);
     println!("{}", r.render());
     assert!(r.baseline > 0.5, "{}", r.render());
     assert_eq!(r.rounds[1].outcome, "reverted", "{}", r.render());

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -114,5 +116,13 @@ func TestGoSoftmaxPolicyLearnsGuess(t *testing.T) {
 	}
 	if c.FinalEval > c.Baseline-0.05 {
 		t.Errorf("control: held-out went from %.3f to %.3f, want it to end below where it started", c.Baseline, c.FinalEval)
+	}
+	// With NENYAX_DEMO_OUT set, keep both reports for `nenyax plot` (docs/learning.md).
+	if dir := os.Getenv("NENYAX_DEMO_OUT"); dir != "" {
+		for name, rep := range map[string]*nenyax.TrainReport{"go-grpo.json": r, "go-control.json": c} {
+			if err := os.WriteFile(filepath.Join(dir, name), rep.Raw, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }

@@ -27,7 +27,8 @@
 //   example_guess_trainer --ascend   control: apply ASCENDS the loss, no gating; exit 0 if
 //                                    held-out ends below where it started
 //   options: --config FILE (default: the repository's examples/configs/cpp-trainer.toml),
-//            --rounds N, --seed S (override the file's), --lr X (default 0.2)
+//            --rounds N, --seed S (override the file's), --lr X (default 0.2),
+//            --report FILE (the JSON report; `nenyax plot FILE` draws its curve)
 
 #include <nenyax.hpp>
 
@@ -247,7 +248,7 @@ class GuessModel : public nenyax::Trainer {
 
 int main(int argc, char** argv) {
   bool ascend = false, gate = true;
-  std::string config = NENYAX_CPP_TRAINER_CONFIG, overrides;
+  std::string config = NENYAX_CPP_TRAINER_CONFIG, overrides, report_path;
   double lr = 0.2;
   const auto add = [&](const std::string& key, const std::string& value) {
     overrides += (overrides.empty() ? "{" : ", ") + ("\"" + key + "\": " + value);
@@ -266,10 +267,12 @@ int main(int argc, char** argv) {
       add("train.seed", argv[++i]);
     } else if (a == "--lr" && i + 1 < argc) {
       lr = std::atof(argv[++i]);
+    } else if (a == "--report" && i + 1 < argc) {
+      report_path = argv[++i];
     } else {
       std::fprintf(stderr,
                    "usage: %s [--config FILE] [--ascend] [--no-gate] [--rounds N] [--seed S] "
-                   "[--lr X]\n",
+                   "[--lr X] [--report FILE]\n",
                    argv[0]);
       return 2;
     }
@@ -292,6 +295,13 @@ int main(int argc, char** argv) {
     auto learner = nenyax::Learner::create(json_field(run, "learner"), &env, &policy, model);
     const std::string options = json_field(run, "train");
     const std::string report = nenyax::train(env, learner, options);
+    // The JSON report, for `nenyax plot FILE` (the learning curve as SVG).
+    if (!report_path.empty()) {
+      std::FILE* f = std::fopen(report_path.c_str(), "w");
+      if (f == nullptr) throw std::runtime_error("cannot write " + report_path);
+      std::fputs(report.c_str(), f);
+      std::fclose(f);
+    }
     const double wall =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 

@@ -39,7 +39,7 @@ pub use rounds::{train, train_serving, train_with};
 pub use softmax::{SoftmaxOptions, SoftmaxPolicy};
 pub use trace::{MaskReason, TraceRow, Turns};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 use crate::contract::{TaskRef, Trajectory};
@@ -73,7 +73,8 @@ impl Group {
 }
 
 /// What one update did, for the round's report.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct UpdateReport {
     /// Named figures (loss, clip fraction, examples banked, ...).
     pub metrics: BTreeMap<String, f64>,

@@ -1,7 +1,7 @@
 //! What a training run reports: per round its scores, outcome, learning signal, tokens and the
 //! time of each phase; as text ([`TrainReport::render`]), JSON and an SVG learning curve.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fmt::Write as _;
 
@@ -9,7 +9,8 @@ use super::options::TrainOptions;
 use super::UpdateReport;
 
 /// Seconds per phase of a round.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Times {
     /// The whole round.
     pub wall_s: f64,
@@ -28,7 +29,7 @@ pub struct Times {
 }
 
 /// One round.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RoundReport {
     /// 0 for the baseline evaluation, then 1, 2, ...
     pub round: usize,
@@ -134,8 +135,8 @@ impl RoundReport {
     }
 }
 
-/// A whole training run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// A whole training run (what `to_json` writes reads back, e.g. to plot it later).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrainReport {
     /// The environment.
     pub env: String,
