@@ -614,6 +614,17 @@ static void bad_setups_are_typed_errors(nenyax_env_t *env)
     nenyax_learner_vtable_t lv = {NENYAX_LEARNER_VTABLE_VERSION, NULL, NULL, NULL};
     int freed = 0;
     printf("bad learners, knobs, options and NULLs are typed errors\n");
+    /* nenyax_learner_json takes every knob nenyax_pg_loss takes (a bare loss config is a `pg`
+     * learner) and refuses a typo, naming it and the knob it meant. */
+    CHECK_OK(nenyax_learner_json(
+        S("{\"loss\": \"ppo_clip\", \"clip_low\": 0.2, \"clip_high\": 0.28, \"dual_clip_c\": 3, "
+          "\"agg\": \"seq-mean-token-sum-norm\", \"agg_divisor\": 64, \"kl\": {\"estimator\": "
+          "\"k3\", \"coef\": 0.01, \"clamp\": true}, \"entropy_coef\": 0.001}"),
+        &r));
+    CHECK(r.ptr && strstr(r.ptr, "\"learner\":\"pg\"") && strstr(r.ptr, "\"agg_divisor\":64"));
+    nenyax_string_free(&r);
+    CHECK_STATUS_MSG(nenyax_learner_json(S("{\"learner\": \"dapo\", \"clip_hi\": 0.3}"), &r),
+                     NENYAX_STATUS_CONFIG, "did you mean `clip_high`");
     pol_init(&p);
     trainer_init(&t);
     policy = episode_policy(&p, 0);
