@@ -8,40 +8,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use nenyax::train::{learner, LearnerParts};
-use nenyax::{load, train, Error, FunctionModel, Message, Role, TrainOptions};
+use nenyax::{load, train, TrainOptions};
 
-/// The scripted model of benches/python_train.py: every answer known, the answer tags used only
-/// when the prompt shows a worked example (else on 3 questions in 10).
-fn scripted() -> FunctionModel {
-    FunctionModel::new("scripted", |msgs: &[Message]| {
-        let q = msgs
-            .iter()
-            .rev()
-            .find(|m| m.role == Role::User)
-            .and_then(Message::text)
-            .unwrap_or_default();
-        let expr = q
-            .strip_prefix("What is ")
-            .and_then(|r| r.split('?').next())
-            .ok_or_else(|| Error::Policy(format!("not a question: {q}")))?;
-        let p: Vec<&str> = expr.split(' ').collect();
-        let (a, b): (i64, i64) = (p[0].parse().unwrap(), p[2].parse().unwrap());
-        let answer = match p[1] {
-            "+" => a + b,
-            "-" => a - b,
-            _ => a * b,
-        };
-        let shown = msgs.iter().filter(|m| m.role == Role::Assistant).count();
-        let h = q
-            .bytes()
-            .fold(7u64, |h, c| h.wrapping_mul(31).wrapping_add(u64::from(c)));
-        Ok(if shown > 0 || h % 10 < 3 {
-            format!("<answer>{answer}</answer>")
-        } else {
-            format!("The answer is {answer}.")
-        })
-    })
-}
+// The scripted model of benches/python_train.py (the tests' "learner" model): every answer
+// known, the answer tags used only when the prompt shows a worked example (else on 3 questions
+// in 10).
+#[path = "../tests/support/scripted_model.rs"]
+mod scripted_model;
 
 fn main() {
     let args: Vec<String> = std::env::args()
@@ -59,7 +32,7 @@ fn main() {
         let mut l = learner(
             &serde_json::json!({"use": "incontext", "shots": 3}),
             LearnerParts {
-                model: Some(Arc::new(scripted())),
+                model: Some(Arc::new(scripted_model::scripted(false))),
                 ..LearnerParts::default()
             },
         )

@@ -206,13 +206,17 @@ impl TrainReport {
         }
     }
 
-    /// The run as text: a header, one line per round, and the outcome.
-    pub fn render(&self) -> String {
-        let name = self
-            .learner
+    /// The learner's name, as its settings give it.
+    pub fn learner_name(&self) -> &str {
+        self.learner
             .get("name")
             .and_then(Value::as_str)
-            .unwrap_or("?");
+            .unwrap_or("?")
+    }
+
+    /// The run as text: a header, one line per round, and the outcome.
+    pub fn render(&self) -> String {
+        let name = self.learner_name();
         let mut s = format!(
             "train {}  learner {name}  {} rounds x {} groups x {}  held out {}{}\n",
             self.env,
@@ -294,11 +298,7 @@ impl TrainReport {
                 .collect::<Vec<_>>()
                 .join(" ")
         };
-        let name = self
-            .learner
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or("?");
+        let name = self.learner_name();
         let mut s = format!(
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" \
              font-family=\"sans-serif\" font-size=\"12\">\n\
