@@ -21,9 +21,29 @@ fn main() {
         .skip(1)
         .filter(|a| !a.starts_with("--"))
         .collect();
-    let [path, rounds, repeats] = &args[..] else {
-        eprintln!("usage: cargo bench --bench train_loop -- TASKS.toml ROUNDS REPEATS");
-        std::process::exit(2);
+    // `cargo test --all-targets` runs this without arguments: a small smoke run on tasks of
+    // its own, so the bench keeps compiling and working.
+    let smoke;
+    let [path, rounds, repeats] = match &args[..] {
+        [p, r, n] => [p.clone(), r.clone(), n.clone()],
+        [] => {
+            smoke = tempfile::NamedTempFile::new().unwrap();
+            let mut text = String::from(
+                "name = \"arith\"\n[judge]\ntype = \"exact\"\nfield = \"answer\"\nextract = \"answer_tag\"\n",
+            );
+            for i in 0..40 {
+                text += &format!(
+                    "[[tasks]]\nprompt = \"What is {i} + 7? Answer inside <answer></answer> tags.\"\nanswer = \"{}\"\n",
+                    i + 7
+                );
+            }
+            std::fs::write(smoke.path(), text).unwrap();
+            [smoke.path().display().to_string(), "2".into(), "1".into()]
+        }
+        _ => {
+            eprintln!("usage: cargo bench --bench train_loop -- TASKS.toml ROUNDS REPEATS");
+            std::process::exit(2);
+        }
     };
     let (rounds, repeats): (usize, usize) = (rounds.parse().unwrap(), repeats.parse().unwrap());
     let env = load(&format!("define:{path}")).unwrap();
