@@ -3,6 +3,10 @@
 //! can reach the audited tier.
 //!
 //! - `builtin:arithmetic`: seeded procedural one-turn arithmetic, answers in `<answer></answer>`.
+//! - `builtin:digits`: seeded one-turn questions about a list of digits (the largest, the
+//!   smallest, the one at a position, the last digit of the sum, the one of 0-9 missing) whose
+//!   answer is one digit, uniform over 0-9: a rule a small model can learn from scratch and be
+//!   tested on unseen lists.
 //! - `builtin:guess`: guess a seeded number with higher/lower feedback, reward on the hit.
 //! - `builtin:echo`: the logic of OpenEnv's `openenv init` scaffold (echo the message, reward
 //!   `min(0.1 * length, 1)`), so `nenyax serve` can be benchmarked against the Python servers
@@ -22,7 +26,7 @@ use crate::policy::Policy;
 use crate::rng::{splitmix64, Rng};
 use crate::uri::{ParamKind, ParamSpec, Params, Uri};
 
-const TARGETS: &[&str] = &["arithmetic", "guess", "echo"];
+const TARGETS: &[&str] = &["arithmetic", "digits", "guess", "echo"];
 
 /// The `builtin:` scheme.
 pub struct BuiltinDriver;
@@ -60,7 +64,7 @@ impl Driver for BuiltinDriver {
     }
 
     fn summary(&self) -> &'static str {
-        "environments compiled into Nenyax: builtin:arithmetic?size=100&digits=2, builtin:guess?high=100, builtin:echo"
+        "environments compiled into Nenyax: builtin:arithmetic?size=100&digits=2, builtin:digits?rules=max,min&length=6, builtin:guess?high=100, builtin:echo"
     }
 
     fn params(&self, target: &str) -> Vec<ParamSpec> {
@@ -78,6 +82,20 @@ impl Driver for BuiltinDriver {
                     kind: ParamKind::Str,
                     default: "+-*",
                     help: "operators to draw from, any of + - *",
+                });
+            }
+            "digits" => {
+                p.push(ParamSpec {
+                    name: "length",
+                    kind: ParamKind::Int { min: 1, max: 64 },
+                    default: "6",
+                    help: "digits per question",
+                });
+                p.push(ParamSpec {
+                    name: "rules",
+                    kind: ParamKind::Str,
+                    default: "max,min",
+                    help: "questions to draw from, comma-separated: max, min, nth, sum, missing",
                 });
             }
             "guess" => {
@@ -146,14 +164,59 @@ impl Driver for BuiltinDriver {
                             .into(),
                     });
                 }
-                Arc::new(Arithmetic::new(
+                let gen = Gen {
+                    seed,
+                    digits: params.int("digits", 2) as u32,
+                    ops: ops.chars().collect(),
+                };
+                let description = format!(
+                    "Seeded one-turn arithmetic with {}-digit operands ({ops}); the reply's last \
+                     <answer></answer> span must equal the result.",
+                    gen.digits
+                );
+                Arc::new(OneTurn::new(
                     &uri.raw,
-                    Gen {
-                        size,
-                        seed,
-                        digits: params.int("digits", 2) as u32,
-                        ops: ops.chars().collect(),
-                    },
+                    "arithmetic",
+                    size,
+                    Arc::new(gen),
+                    description,
+                    json!({"expression": {"type": "string"}}),
+                ))
+            }
+            "digits" => {
+                let text = params.string("rules", "max,min");
+                let rules: Option<Vec<Rule>> = text
+                    .split(',')
+                    .map(|r| RULES.iter().find(|(n, _)| *n == r.trim()).map(|(_, r)| *r))
+                    .collect();
+                let rules = rules.ok_or_else(|| Error::InvalidParameter {
+                    driver: "builtin".into(),
+                    param: "rules".into(),
+                    value: text.clone(),
+                    expected: "one or more of max, min, nth, sum, missing, comma-separated".into(),
+                })?;
+                let gen = DigitsGen {
+                    seed,
+                    length: params.int("length", 6) as usize,
+                    rules,
+                };
+                let description = format!(
+                    "Seeded one-turn questions about {} random digits ({text}), each answered \
+                     by one digit, uniform over 0-9; the reply's last <answer></answer> span \
+                     must equal it.",
+                    gen.length
+                );
+                Arc::new(OneTurn::new(
+                    &uri.raw,
+                    "digits",
+                    size,
+                    Arc::new(gen),
+                    description,
+                    json!({
+                        "digits": {"type": "string"},
+                        "rule": {"type": "string"},
+                        "position": {"type": "integer"}
+                    }),
                 ))
             }
             _ => Arc::new(Guess::new(
@@ -172,23 +235,32 @@ fn task_rng(seed: u64, index: u64) -> Rng {
 }
 
 // ---------------------------------------------------------------------------------------------
-// arithmetic
+// one-turn questions with an integer answer: arithmetic and digits
+
+/// One seeded question: its prompt, the structured data an observation carries, the answer.
+#[derive(Debug, Clone)]
+struct Problem {
+    prompt: String,
+    data: JsonMap,
+    answer: i64,
+}
+
+/// A seeded family of questions, indexed from 0.
+trait Problems: Send + Sync {
+    fn problem(&self, index: u64) -> Problem;
+}
+
+/// The instruction every one-turn question ends with, so one judge (the answer tag) fits all.
+const ANSWER_FORMAT: &str = "Give your final answer inside <answer></answer> tags, e.g.";
 
 #[derive(Debug, Clone)]
 struct Gen {
-    size: u64,
     seed: u64,
     digits: u32,
     ops: Vec<char>,
 }
 
-#[derive(Debug, Clone)]
-struct Problem {
-    expression: String,
-    answer: i64,
-}
-
-impl Gen {
+impl Problems for Gen {
     fn problem(&self, index: u64) -> Problem {
         let mut rng = task_rng(self.seed, index);
         let hi = 10i64.pow(self.digits) - 1;
@@ -204,62 +276,142 @@ impl Gen {
             '-' => a - b,
             _ => a * b,
         };
+        let expression = format!("{a} {op} {b}");
         Problem {
-            expression: format!("{a} {op} {b}"),
+            prompt: format!("What is {expression}? {ANSWER_FORMAT} <answer>42</answer>."),
+            data: obj(json!({ "expression": expression })),
             answer,
         }
     }
+}
 
-    fn prompt(p: &Problem) -> String {
-        format!(
-            "What is {}? Give your final answer inside <answer></answer> tags, e.g. <answer>42</answer>.",
-            p.expression
-        )
-    }
+/// Which digit a `builtin:digits` question asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rule {
+    Max,
+    Min,
+    Nth,
+    Sum,
+    Missing,
+}
 
-    fn task(&self, index: u64) -> TaskRef {
-        Gen::task_of(index, &self.problem(index))
-    }
+const RULES: &[(&str, Rule)] = &[
+    ("max", Rule::Max),
+    ("min", Rule::Min),
+    ("nth", Rule::Nth),
+    ("sum", Rule::Sum),
+    ("missing", Rule::Missing),
+];
 
-    fn task_of(index: u64, p: &Problem) -> TaskRef {
-        let mut t = TaskRef::new(index.to_string());
-        t.prompt = Some(Gen::prompt(p));
-        t.metadata
-            .insert("answer".into(), json!(p.answer.to_string()));
-        t.metadata.insert("expression".into(), json!(p.expression));
-        t
+#[derive(Debug, Clone)]
+struct DigitsGen {
+    seed: u64,
+    length: usize,
+    rules: Vec<Rule>,
+}
+
+impl Problems for DigitsGen {
+    fn problem(&self, index: u64) -> Problem {
+        let mut rng = task_rng(self.seed, index);
+        let rule = self.rules[rng.range(0, self.rules.len() as i64 - 1) as usize];
+        // The answer is drawn first, uniform over 0..=9, so that no constant reply (such as
+        // always 9 for the largest digit) beats chance, which is 1 in 10 for every rule.
+        let answer = rng.range(0, 9);
+        let n = self.length;
+        let mut digits: Vec<i64> = match rule {
+            Rule::Max => (0..n).map(|_| rng.range(0, answer)).collect(),
+            Rule::Min => (0..n).map(|_| rng.range(answer, 9)).collect(),
+            Rule::Nth | Rule::Sum => (0..n).map(|_| rng.range(0, 9)).collect(),
+            // The nine other digits, shuffled (Fisher-Yates); `length` does not apply.
+            Rule::Missing => {
+                let mut d: Vec<i64> = (0..10).filter(|&d| d != answer).collect();
+                for i in (1..d.len()).rev() {
+                    d.swap(i, rng.range(0, i as i64) as usize);
+                }
+                d
+            }
+        };
+        let at = rng.range(0, n as i64 - 1) as usize;
+        match rule {
+            Rule::Missing => {}
+            Rule::Sum => {
+                let rest: i64 = digits
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| *i != at)
+                    .map(|(_, d)| d)
+                    .sum();
+                digits[at] = (answer - rest).rem_euclid(10);
+            }
+            _ => digits[at] = answer,
+        }
+        let list = digits
+            .iter()
+            .map(i64::to_string)
+            .collect::<Vec<_>>()
+            .join(" ");
+        let (name, question) = match rule {
+            Rule::Max => ("max", "Which is the largest digit?".to_string()),
+            Rule::Min => ("min", "Which is the smallest digit?".to_string()),
+            Rule::Nth => ("nth", format!("Which digit is at position {}?", at + 1)),
+            Rule::Sum => ("sum", "What is the last digit of their sum?".to_string()),
+            Rule::Missing => ("missing", "Which digit from 0 to 9 is missing?".to_string()),
+        };
+        let mut data = obj(json!({ "digits": list, "rule": name }));
+        if rule == Rule::Nth {
+            data.insert("position".into(), json!(at + 1));
+        }
+        Problem {
+            prompt: format!("Digits: {list}. {question} {ANSWER_FORMAT} <answer>7</answer>."),
+            data,
+            answer,
+        }
     }
 }
 
-struct Arithmetic {
+fn task_of(index: u64, p: &Problem) -> TaskRef {
+    let mut t = TaskRef::new(index.to_string());
+    t.prompt = Some(p.prompt.clone());
+    t.metadata
+        .insert("answer".into(), json!(p.answer.to_string()));
+    t.metadata.extend(p.data.clone());
+    t
+}
+
+/// A one-turn environment over a family of problems: the reply's last answer tag must equal
+/// the answer.
+struct OneTurn {
     manifest: Manifest,
-    gen: Arc<Gen>,
+    size: u64,
+    gen: Arc<dyn Problems>,
+    judge: Arc<str>,
 }
 
-impl Arithmetic {
-    fn new(id: &str, gen: Gen) -> Self {
-        let mut m = Manifest::new(id, "arithmetic", "builtin", Mode::Step);
+impl OneTurn {
+    fn new(
+        id: &str,
+        name: &str,
+        size: u64,
+        gen: Arc<dyn Problems>,
+        description: String,
+        data: Value,
+    ) -> Self {
+        let mut m = Manifest::new(id, name, "builtin", Mode::Step);
         m.version = Some(env!("CARGO_PKG_VERSION").to_string());
         m.license = Some("Apache-2.0".into());
-        m.description = Some(format!(
-            "Seeded one-turn arithmetic with {}-digit operands ({}); the reply's last \
-             <answer></answer> span must equal the result.",
-            gen.digits,
-            gen.ops.iter().collect::<String>()
-        ));
+        m.description = Some(description);
         m.capabilities.text = true;
         m.capabilities.reward_timing = RewardTiming::Terminal;
-        m.num_tasks = Some(gen.size);
+        m.num_tasks = Some(size);
         m.action_schema = Some(obj(
             json!({"type": "string", "description": "the reply text"}),
         ));
-        m.observation_schema = Some(obj(json!({
-            "type": "object",
-            "properties": {"expression": {"type": "string"}}
-        })));
-        Arithmetic {
+        m.observation_schema = Some(obj(json!({"type": "object", "properties": data})));
+        OneTurn {
             manifest: m,
-            gen: Arc::new(gen),
+            size,
+            gen,
+            judge: format!("builtin:{name}").into(),
         }
     }
 }
@@ -271,37 +423,39 @@ fn obj(v: Value) -> JsonMap {
     }
 }
 
-struct ArithmeticEpisode {
+struct OneTurnEpisode {
     env_id: String,
+    judge: Arc<str>,
     task: TaskRef,
     answer: i64,
     obs: Observation,
 }
 
-impl Environment for Arithmetic {
+impl Environment for OneTurn {
     fn manifest(&self) -> &Manifest {
         &self.manifest
     }
 
     fn tasks(&self, limit: Option<usize>) -> Result<Vec<TaskRef>> {
-        let n = limit.map_or(self.gen.size, |l| (l as u64).min(self.gen.size));
-        Ok((0..n).map(|i| self.gen.task(i)).collect())
+        let n = limit.map_or(self.size, |l| (l as u64).min(self.size));
+        Ok((0..n).map(|i| task_of(i, &self.gen.problem(i))).collect())
     }
 
     fn open(&self, task: Option<&TaskRef>, seed: Option<i64>) -> Result<Box<dyn Episode>> {
-        let index = task_index(&self.manifest.id, self.gen.size, task, seed)?;
+        let index = task_index(&self.manifest.id, self.size, task, seed)?;
         let p = self.gen.problem(index);
         // Reuse the caller's task when it is one tasks() built (it has the prompt and answer)
         // rather than formatting it again; a task named by id alone is rebuilt.
         let task = match task {
             Some(t) if t.prompt.is_some() && t.metadata.contains_key("answer") => t.clone(),
-            _ => Gen::task_of(index, &p),
+            _ => task_of(index, &p),
         };
-        let mut obs = Observation::text(task.prompt.clone().unwrap_or_else(|| Gen::prompt(&p)));
-        obs.data = json!({"expression": p.expression});
+        let mut obs = Observation::text(task.prompt.clone().unwrap_or_else(|| p.prompt.clone()));
+        obs.data = Value::Object(p.data);
         obs.info.insert("task_id".into(), json!(task.id));
-        Ok(Box::new(ArithmeticEpisode {
+        Ok(Box::new(OneTurnEpisode {
             env_id: self.manifest.id.clone(),
+            judge: self.judge.clone(),
             task,
             answer: p.answer,
             obs,
@@ -333,7 +487,7 @@ impl Environment for Arithmetic {
     }
 }
 
-impl Episode for ArithmeticEpisode {
+impl Episode for OneTurnEpisode {
     fn observation(&self) -> &Observation {
         &self.obs
     }
@@ -363,19 +517,17 @@ impl Episode for ArithmeticEpisode {
 
     fn judge(&self, steps: &[Step]) -> Result<Judgment> {
         let score = steps.last().map_or(0.0, |s| s.reward);
-        Ok(
-            Judgment::new(score, JudgeSource::Verifier, "builtin:arithmetic")?
-                .with_passed(score >= 1.0)
-                .with_detail("expected", self.answer.to_string())
-                .with_detail(
-                    "extracted",
-                    steps
-                        .last()
-                        .and_then(|s| s.info.get("extracted"))
-                        .cloned()
-                        .unwrap_or(Value::Null),
-                ),
-        )
+        Ok(Judgment::new(score, JudgeSource::Verifier, &*self.judge)?
+            .with_passed(score >= 1.0)
+            .with_detail("expected", self.answer.to_string())
+            .with_detail(
+                "extracted",
+                steps
+                    .last()
+                    .and_then(|s| s.info.get("extracted"))
+                    .cloned()
+                    .unwrap_or(Value::Null),
+            ))
     }
 
     fn task(&self) -> Option<TaskRef> {
@@ -695,14 +847,13 @@ mod tests {
     #[test]
     fn arithmetic_answers_are_right() {
         let gen = Gen {
-            size: 10,
             seed: 0,
             digits: 3,
             ops: vec!['+', '-', '*'],
         };
         for i in 0..200 {
             let p = gen.problem(i);
-            let parts: Vec<&str> = p.expression.split(' ').collect();
+            let parts: Vec<&str> = p.data["expression"].as_str().unwrap().split(' ').collect();
             let (a, b): (i64, i64) = (parts[0].parse().unwrap(), parts[2].parse().unwrap());
             assert!((100..=999).contains(&a) && (100..=999).contains(&b));
             let want = match parts[1] {
@@ -711,6 +862,116 @@ mod tests {
                 _ => a * b,
             };
             assert_eq!(p.answer, want);
+        }
+    }
+
+    /// The answer a `builtin:digits` observation asks for, computed from its data alone.
+    fn digits_answer(data: &Value) -> i64 {
+        let digits: Vec<i64> = data["digits"]
+            .as_str()
+            .unwrap()
+            .split(' ')
+            .map(|d| d.parse().unwrap())
+            .collect();
+        match data["rule"].as_str().unwrap() {
+            "max" => *digits.iter().max().unwrap(),
+            "min" => *digits.iter().min().unwrap(),
+            "nth" => digits[data["position"].as_u64().unwrap() as usize - 1],
+            "sum" => digits.iter().sum::<i64>() % 10,
+            "missing" => (0..10).find(|d| !digits.contains(d)).unwrap(),
+            r => panic!("unknown rule {r}"),
+        }
+    }
+
+    #[test]
+    fn digits_answers_follow_their_rule_and_are_uniform() {
+        let env =
+            load("builtin:digits?rules=max,min,nth,sum,missing&length=5&size=5000&seed=9").unwrap();
+        let mut counts = [0usize; 10];
+        let mut rules = std::collections::BTreeMap::new();
+        for t in env.tasks(None).unwrap() {
+            let s = env.session(Some(&t), None).unwrap();
+            let obs = s.observation().clone();
+            let want = digits_answer(&obs.data);
+            assert_eq!(t.metadata["answer"], json!(want.to_string()), "{obs:?}");
+            let n = obs.data["digits"].as_str().unwrap().split(' ').count();
+            assert_eq!(n, if obs.data["rule"] == "missing" { 9 } else { 5 });
+            let text = obs.text.unwrap();
+            assert!(text.starts_with(&format!(
+                "Digits: {}.",
+                obs.data["digits"].as_str().unwrap()
+            )));
+            assert!(
+                text.ends_with("<answer></answer> tags, e.g. <answer>7</answer>."),
+                "{text}"
+            );
+            counts[want as usize] += 1;
+            *rules
+                .entry(obs.data["rule"].as_str().unwrap().to_string())
+                .or_insert(0) += 1;
+        }
+        // Uniform answers: no constant reply beats chance (1 in 10). 5000 draws: each count is
+        // 500 ± 21 (one sd), so ±100 fails only on a real skew.
+        assert!(
+            counts.iter().all(|&c| (400..=600).contains(&c)),
+            "{counts:?}"
+        );
+        assert_eq!(rules.len(), 5, "{rules:?}");
+        assert!(
+            rules.values().all(|&c| (800..=1200).contains(&c)),
+            "{rules:?}"
+        );
+    }
+
+    #[test]
+    fn digits_is_seeded_and_its_oracle_wins() {
+        let uri = "builtin:digits?size=60&seed=3&rules=nth,max";
+        let env = load(uri).unwrap();
+        assert_eq!(
+            env.tasks(None).unwrap(),
+            load(uri).unwrap().tasks(None).unwrap()
+        );
+        let other = load("builtin:digits?size=60&seed=4&rules=nth,max").unwrap();
+        assert_ne!(env.tasks(None).unwrap(), other.tasks(None).unwrap());
+        let oracle = env.reference_policy(None).unwrap();
+        let null = env.null_policy(None).unwrap();
+        for t in env.tasks(None).unwrap() {
+            let opts = RolloutOptions::new(Some(t.clone()), None);
+            let good = env.rollout(&oracle, &opts);
+            assert_eq!(good.score(), Some(1.0), "{:?}", good.error);
+            assert_eq!(
+                good.judgment.unwrap().judge.as_deref(),
+                Some("builtin:digits")
+            );
+            assert_eq!(env.rollout(&null, &opts).score(), Some(0.0));
+            // One wrong digit scores 0.
+            let wrong = (t.metadata["answer"]
+                .as_str()
+                .unwrap()
+                .parse::<i64>()
+                .unwrap()
+                + 1)
+                % 10;
+            let bad = Policy::constant(json!(format!("<answer>{wrong}</answer>")));
+            assert_eq!(env.rollout(&bad, &opts).score(), Some(0.0));
+        }
+        let report = crate::conformance::check_uri(uri, &Default::default());
+        assert_eq!(
+            report.tier,
+            crate::conformance::Tier::Audited,
+            "{}",
+            report.render()
+        );
+    }
+
+    #[test]
+    fn digits_rejects_unknown_rules() {
+        for bad in ["rules=max,median", "rules=", "length=0"] {
+            let e = load(&format!("builtin:digits?{bad}")).err().unwrap();
+            assert!(
+                e.to_string().contains("rules") || e.to_string().contains("length"),
+                "{bad}: {e}"
+            );
         }
     }
 
