@@ -4,7 +4,10 @@
 #      binary), and through the C header (C test);
 #   2. benches/pg_cuda.py: the fused kernel against the PyTorch-eager formula on the same tensors
 #      at 64M tokens, and the achieved memory bandwidth as a fraction of the device's measured
-#      copy bandwidth.
+#      copy bandwidth;
+#   3. the tiny-transformer example (scripts/tiny_lm.sh, CUDA=1): built here against python3's
+#      torch, it trains with the model on the GPU and the loss through the CUDA entry point on
+#      torch's stream; its held-out figures and times go to $OUT/tiny_lm.txt and $OUT/tiny-lm/.
 # Results go to $OUT (default target/gpu-check). With cargo available it builds first
 # (scripts/gpu_kit.sh); without, it uses a kit built elsewhere: scripts/gpu_check.sh <kit dir>.
 set -uo pipefail
@@ -31,5 +34,14 @@ LD_LIBRARY_PATH="$kit" "$kit/test_pg_golden" 2>&1 | grep -v '^  ok ' | tee -a "$
 echo "== fused kernel against PyTorch eager" | tee "$OUT/bench.txt"
 python3 benches/pg_cuda.py --lib "$kit/libnenyax.so" --json "$OUT/bench.json" 2>&1 | tee -a "$OUT/bench.txt"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+echo "== tiny_lm --cuda (the transformer example, loss on the GPU)" | tee "$OUT/tiny_lm.txt"
+if python3 -c 'import torch' 2>/dev/null && command -v cmake >/dev/null; then
+    OUT="$OUT/tiny-lm" CUDA=1 TORCH_PYTHON=python3 NENYAX_LIB_DIR="$kit" scripts/tiny_lm.sh 2>&1 |
+        tee -a "$OUT/tiny_lm.txt"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+else
+    echo "not run: needs python3 with torch, and cmake" | tee -a "$OUT/tiny_lm.txt"
+    status=1
+fi
 echo "gpu_check: status $status; results in $OUT"
 exit $status
