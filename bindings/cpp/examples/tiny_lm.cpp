@@ -18,9 +18,9 @@
 //   scripts/tiny_lm.sh                  # sets up torch, builds, runs, writes docs/ figures
 //   tiny_lm --out DIR [--cuda] [--rounds N] [--seed S] [--env URI] ... (--help)
 
-#include <nenyax.hpp>
-
 #include <torch/torch.h>
+
+#include <nenyax.hpp>
 #ifdef NENYAX_TINY_LM_CUDA
 #include <c10/cuda/CUDAStream.h>
 #endif
@@ -156,7 +156,8 @@ class JsonReader {
     }
     if (word("null")) return v;
     const std::size_t start = i_;
-    while (i_ < s_.size() && std::string_view("+-0123456789.eE").find(s_[i_]) != std::string_view::npos)
+    while (i_ < s_.size() &&
+           std::string_view("+-0123456789.eE").find(s_[i_]) != std::string_view::npos)
       ++i_;
     if (start == i_) fail("unexpected character");
     v.kind = Json::Kind::number;
@@ -188,14 +189,25 @@ class JsonReader {
       if (i_ >= s_.size()) fail("unterminated escape");
       const char e = s_[i_++];
       switch (e) {
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
         case 'u': {
           unsigned cp = hex4();
-          if (cp >= 0xD800 && cp < 0xDC00 && word("\\u")) cp = 0x10000 + ((cp - 0xD800) << 10) + (hex4() - 0xDC00);
+          if (cp >= 0xD800 && cp < 0xDC00 && word("\\u"))
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (hex4() - 0xDC00);
           if (cp < 0x80) {
             out += static_cast<char>(cp);
           } else if (cp < 0x800) {
@@ -213,7 +225,8 @@ class JsonReader {
           }
           break;
         }
-        default: out += e;  // \" \\ \/
+        default:
+          out += e;  // \" \\ \/
       }
     }
   }
@@ -313,7 +326,8 @@ struct TinyLmImpl : torch::nn::Module {
       : tok(register_module("tok", torch::nn::Embedding(kVocab, h.d_model))),
         pos(register_module("pos", torch::nn::Embedding(h.max_len, h.d_model))),
         blocks(register_module("blocks", torch::nn::ModuleList())),
-        ln_f(register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({h.d_model})))),
+        ln_f(register_module("ln_f",
+                             torch::nn::LayerNorm(torch::nn::LayerNormOptions({h.d_model})))),
         head(register_module("head", torch::nn::Linear(h.d_model, kVocab))) {
     for (std::int64_t i = 0; i < h.layers; ++i) blocks->push_back(Block(h.d_model, h.heads));
   }
@@ -377,7 +391,8 @@ const char* kUsage =
     "tiny_lm: a from-scratch transformer learns a Nenyax text environment through the loss\n"
     "kernels (GRPO: nenyax_advantages + nenyax_pg_loss_batch, backward and Adam in libtorch).\n"
     "\n"
-    "  --env URI          environment without size/seed (default builtin:digits?rules=max,min&length=6)\n"
+    "  --env URI          environment, without size and seed\n"
+    "                     (default builtin:digits?rules=max,min&length=6)\n"
     "  --train-size N     training questions, task seed --train-seed (default 20000, 1)\n"
     "  --heldout N        held-out questions, task seed --heldout-seed (default 500, 2)\n"
     "  --rounds N         rounds of GRPO (default 150)\n"
@@ -389,8 +404,8 @@ const char* kUsage =
     "  --eval-every N     rounds between held-out evaluations (default 10)\n"
     "  --threads N        Nenyax runner workers (default 0: one per core)\n"
     "  --torch-threads N  libtorch intra-op threads (default 0: libtorch's choice)\n"
-    "  --learner JSON     loss config (default {\"learner\": \"grpo\", \"entropy_coef\": 0.3}: verl's\n"
-    "                     GRPO, k3 KL to the initial weights, and an entropy bonus)\n"
+    "  --learner JSON     loss config (default {\"learner\": \"grpo\", \"entropy_coef\": 0.3}:\n"
+    "                     verl's GRPO, k3 KL to the initial weights, and an entropy bonus)\n"
     "  --d-model N, --layers N, --heads N   model size (default 64, 2, 4)\n"
     "  --answers CHARS    the answer tokens (default 0123456789)\n"
     "  --prompt-until S   read the prompt up to S, the answer-format instruction this program\n"
@@ -410,30 +425,54 @@ Options parse_args(int argc, char** argv) {
     if (a == "--help" || a == "-h") {
       std::fputs(kUsage, stdout);
       std::exit(0);
-    } else if (a == "--env") o.env = next();
-    else if (a == "--train-size") o.train_size = static_cast<std::size_t>(num());
-    else if (a == "--train-seed") o.train_seed = num();
-    else if (a == "--heldout") o.heldout = static_cast<std::size_t>(num());
-    else if (a == "--heldout-seed") o.heldout_seed = num();
-    else if (a == "--rounds") o.rounds = static_cast<int>(num());
-    else if (a == "--groups") o.groups = static_cast<std::size_t>(num());
-    else if (a == "--group-size") o.group_size = static_cast<std::size_t>(num());
-    else if (a == "--epochs") o.epochs = static_cast<int>(num());
-    else if (a == "--minibatches") o.minibatches = static_cast<std::size_t>(num());
-    else if (a == "--lr") o.lr = std::stod(next());
-    else if (a == "--seed") o.seed = static_cast<std::uint64_t>(num());
-    else if (a == "--eval-every") o.eval_every = static_cast<int>(num());
-    else if (a == "--threads") o.threads = static_cast<std::size_t>(num());
-    else if (a == "--torch-threads") o.torch_threads = static_cast<int>(num());
-    else if (a == "--learner") o.learner = next();
-    else if (a == "--d-model") o.hyper.d_model = num();
-    else if (a == "--layers") o.hyper.layers = num();
-    else if (a == "--heads") o.hyper.heads = num();
-    else if (a == "--answers") o.answers = next();
-    else if (a == "--prompt-until") o.prompt_until = next();
-    else if (a == "--cuda") o.cuda = true;
-    else if (a == "--out") o.out = next();
-    else throw std::runtime_error("unknown argument " + a + " (see --help)");
+    } else if (a == "--env")
+      o.env = next();
+    else if (a == "--train-size")
+      o.train_size = static_cast<std::size_t>(num());
+    else if (a == "--train-seed")
+      o.train_seed = num();
+    else if (a == "--heldout")
+      o.heldout = static_cast<std::size_t>(num());
+    else if (a == "--heldout-seed")
+      o.heldout_seed = num();
+    else if (a == "--rounds")
+      o.rounds = static_cast<int>(num());
+    else if (a == "--groups")
+      o.groups = static_cast<std::size_t>(num());
+    else if (a == "--group-size")
+      o.group_size = static_cast<std::size_t>(num());
+    else if (a == "--epochs")
+      o.epochs = static_cast<int>(num());
+    else if (a == "--minibatches")
+      o.minibatches = static_cast<std::size_t>(num());
+    else if (a == "--lr")
+      o.lr = std::stod(next());
+    else if (a == "--seed")
+      o.seed = static_cast<std::uint64_t>(num());
+    else if (a == "--eval-every")
+      o.eval_every = static_cast<int>(num());
+    else if (a == "--threads")
+      o.threads = static_cast<std::size_t>(num());
+    else if (a == "--torch-threads")
+      o.torch_threads = static_cast<int>(num());
+    else if (a == "--learner")
+      o.learner = next();
+    else if (a == "--d-model")
+      o.hyper.d_model = num();
+    else if (a == "--layers")
+      o.hyper.layers = num();
+    else if (a == "--heads")
+      o.hyper.heads = num();
+    else if (a == "--answers")
+      o.answers = next();
+    else if (a == "--prompt-until")
+      o.prompt_until = next();
+    else if (a == "--cuda")
+      o.cuda = true;
+    else if (a == "--out")
+      o.out = next();
+    else
+      throw std::runtime_error("unknown argument " + a + " (see --help)");
   }
   if (o.rounds < 0 || o.groups == 0 || o.group_size < 2 || o.epochs < 1 || o.minibatches == 0 ||
       o.eval_every < 1 || o.answers.empty() || o.heldout == 0 || o.train_size < o.groups)
@@ -474,8 +513,8 @@ class Lm {
     std::size_t t = 1;
     for (const auto* p : prompts) t = std::max(t, p->size());
     if (t > static_cast<std::size_t>(max_len_))
-      throw std::runtime_error("a prompt has " + std::to_string(t) + " characters; the model reads " +
-                               std::to_string(max_len_));
+      throw std::runtime_error("a prompt has " + std::to_string(t) +
+                               " characters; the model reads " + std::to_string(max_len_));
     const auto b = static_cast<std::int64_t>(prompts.size());
     auto x = torch::full({b, static_cast<std::int64_t>(t)}, kPad, torch::kLong);
     auto lens = torch::empty({b}, torch::kLong);
@@ -484,13 +523,16 @@ class Lm {
     for (std::int64_t i = 0; i < b; ++i) {
       const std::string& p = *prompts[static_cast<std::size_t>(i)];
       if (p.empty()) throw std::runtime_error("an empty prompt");
-      for (std::size_t j = 0; j < p.size(); ++j) xa[i][static_cast<std::int64_t>(j)] = token_of(p[j]);
+      for (std::size_t j = 0; j < p.size(); ++j)
+        xa[i][static_cast<std::int64_t>(j)] = token_of(p[j]);
       la[i] = static_cast<std::int64_t>(p.size());
     }
     return {x.to(device), lens.to(device)};
   }
 
-  torch::Tensor answer_logp(const Encoded& e) { return model->answer_logp(e.x, e.lens, answer_ids); }
+  torch::Tensor answer_logp(const Encoded& e) {
+    return model->answer_logp(e.x, e.lens, answer_ids);
+  }
 
   TinyLm model;
   torch::Device device;
@@ -565,8 +607,8 @@ class Sampler {
 // Rollouts through the runner
 
 struct Row {
-  std::string prompt;  // what the model read
-  std::string rule;    // observation data "rule", when the environment gives one (per-rule score)
+  std::string prompt;    // what the model read
+  std::string rule;      // observation data "rule", when the environment gives one (per-rule score)
   std::string expected;  // the judgment's "expected" detail: reported per answer, never trained on
   std::int64_t answer = 0;
   double reward = 0.0;
@@ -584,14 +626,17 @@ std::vector<Row> rollout(const nenyax::Runner& runner, const nenyax::Env& env,
   std::vector<Row> rows;
   runner.run(env, policy, opts, [&](std::size_t i, std::string_view trajectory_json) {
     const Json t = JsonReader::parse(trajectory_json);
-    if (!t["error"].is_null()) throw std::runtime_error("episode " + std::to_string(i) + " failed: " + t["error"].string);
+    if (!t["error"].is_null())
+      throw std::runtime_error("episode " + std::to_string(i) + " failed: " + t["error"].string);
     Row r;
     r.prompt = lm.prompt(t["initial_observation"]["text"].string);
     r.rule = t["initial_observation"]["data"]["rule"].string;
     const std::string& action = t["steps"].at(0)["action"].string;  // "<answer>d</answer>"
     const auto open = action.find('>');
-    const auto k = open == std::string::npos ? std::string::npos : answers.find(action.at(open + 1));
-    if (k == std::string::npos) throw std::runtime_error("episode " + std::to_string(i) + ": unexpected action " + action);
+    const auto k =
+        open == std::string::npos ? std::string::npos : answers.find(action.at(open + 1));
+    if (k == std::string::npos)
+      throw std::runtime_error("episode " + std::to_string(i) + ": unexpected action " + action);
     r.answer = static_cast<std::int64_t>(k);
     r.reward = t["judgment"]["score"].number;
     r.expected = t["judgment"]["details"]["expected"].string;
@@ -610,9 +655,10 @@ struct Stats {
 
 // logp and entropy are the model's (with autograd); the loss sees their values, and its
 // gradients dL/dlogp and dL/dentropy come back in grad_logp and grad_entropy for backward().
-Stats pg_loss(const torch::Tensor& logp, const torch::Tensor& entropy, const torch::Tensor& old_logp,
-              const torch::Tensor& ref_logp, const torch::Tensor& advantages, const std::string& config,
-              torch::Tensor& grad_logp, torch::Tensor& grad_entropy) {
+Stats pg_loss(const torch::Tensor& logp, const torch::Tensor& entropy,
+              const torch::Tensor& old_logp, const torch::Tensor& ref_logp,
+              const torch::Tensor& advantages, const std::string& config, torch::Tensor& grad_logp,
+              torch::Tensor& grad_entropy) {
   const auto rows = static_cast<std::size_t>(logp.size(0));
   // One answer token per row: width 1, every token counted.
   const std::size_t width = 1;
@@ -642,13 +688,15 @@ Stats pg_loss(const torch::Tensor& logp, const torch::Tensor& entropy, const tor
     // Queued on torch's current stream: the gradient is ready for backward() in stream order,
     // with no synchronisation here.
     void* stream = c10::cuda::getCurrentCUDAStream().stream();
-    nenyax::pg_loss_batch(nenyax::pg_batch(in, grad_logp.data_ptr<float>(), grad_entropy.data_ptr<float>(),
-                                           stats.data_ptr<double>(), stream),
-                          config);
+    nenyax::pg_loss_batch(
+        nenyax::pg_batch(in, grad_logp.data_ptr<float>(), grad_entropy.data_ptr<float>(),
+                         stats.data_ptr<double>(), stream),
+        config);
     auto h = stats.cpu();
     const double* v = h.data_ptr<double>();
     if (v[NENYAX_PG_STATS_LEN - 1] != 0.0)
-      throw std::runtime_error("the CUDA loss flagged bad input: " + std::to_string(v[NENYAX_PG_STATS_LEN - 1]));
+      throw std::runtime_error("the CUDA loss flagged bad input: " +
+                               std::to_string(v[NENYAX_PG_STATS_LEN - 1]));
     s.loss = v[0];
     s.kl = v[2];
     s.entropy = v[3];
@@ -659,8 +707,11 @@ Stats pg_loss(const torch::Tensor& logp, const torch::Tensor& entropy, const tor
     throw std::runtime_error("tiny_lm was built without CUDA support");
 #endif
   }
-  auto host = [](const torch::Tensor& t) { return t.detach().to(torch::kCPU, torch::kFloat).contiguous(); };
-  auto lp = host(logp), ent = host(entropy), old = host(old_logp), ref = host(ref_logp), adv = host(advantages);
+  auto host = [](const torch::Tensor& t) {
+    return t.detach().to(torch::kCPU, torch::kFloat).contiguous();
+  };
+  auto lp = host(logp), ent = host(entropy), old = host(old_logp), ref = host(ref_logp),
+       adv = host(advantages);
   std::vector<std::uint8_t> mask(rows, 1);
   std::vector<float> grad(rows), grad_h(rows);
   nenyax::PgInputs<float> in;
@@ -674,8 +725,10 @@ Stats pg_loss(const torch::Tensor& logp, const torch::Tensor& entropy, const tor
   in.width = width;
   const auto st = nenyax::pg_loss_batch(
       nenyax::pg_batch(in, nenyax::View<float>(grad), nenyax::View<float>(grad_h)), config);
-  grad_logp = torch::from_blob(grad.data(), {static_cast<std::int64_t>(rows)}, torch::kFloat).clone();
-  grad_entropy = torch::from_blob(grad_h.data(), {static_cast<std::int64_t>(rows)}, torch::kFloat).clone();
+  grad_logp =
+      torch::from_blob(grad.data(), {static_cast<std::int64_t>(rows)}, torch::kFloat).clone();
+  grad_entropy =
+      torch::from_blob(grad_h.data(), {static_cast<std::int64_t>(rows)}, torch::kFloat).clone();
   s.loss = st.loss;
   s.kl = st.kl;
   s.entropy = st.entropy;
@@ -703,10 +756,11 @@ Eval evaluate(const nenyax::Runner& runner, const nenyax::Env& env, const nenyax
   for (const Row& r : rollout(runner, env, policy, lm, answers, ids, 1)) {
     total += r.reward;
     if (r.reward < 1.0 && e.mistakes.size() < 12)
-      e.mistakes.push_back(r.prompt + " -> " + answers[static_cast<std::size_t>(r.answer)] + " (expected " +
-                           r.expected + ")");
+      e.mistakes.push_back(r.prompt + " -> " + answers[static_cast<std::size_t>(r.answer)] +
+                           " (expected " + r.expected + ")");
     for (auto* m : {&e.by_rule, &e.by_answer}) {
-      auto& [correct, count] = (*m)[m == &e.by_rule ? (r.rule.empty() ? "all" : r.rule) : r.expected];
+      auto& [correct, count] =
+          (*m)[m == &e.by_rule ? (r.rule.empty() ? "all" : r.rule) : r.expected];
       correct += r.reward;
       ++count;
     }
@@ -734,10 +788,14 @@ std::string fmt(double v, int digits = 4) {
 std::string xml_escape(std::string_view s) {
   std::string out;
   for (const char c : s) {
-    if (c == '&') out += "&amp;";
-    else if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else out += c;
+    if (c == '&')
+      out += "&amp;";
+    else if (c == '<')
+      out += "&lt;";
+    else if (c == '>')
+      out += "&gt;";
+    else
+      out += c;
   }
   return out;
 }
@@ -766,14 +824,15 @@ void write_svg(const std::string& path, const std::vector<Point>& curve, int rou
     s << "<text x=\"" << x(round) << "\" y=\"" << t + ph + 18 << "\" text-anchor=\"middle\">"
       << static_cast<int>(round) << "</text>\n";
   }
-  s << "<text x=\"" << l + pw / 2 << "\" y=\"" << h - 8 << "\" text-anchor=\"middle\">round</text>\n"
-    << "<line x1=\"" << l << "\" x2=\"" << l + pw << "\" y1=\"" << y(chance) << "\" y2=\"" << y(chance)
-    << "\" stroke=\"#999\" stroke-dasharray=\"4 4\"/>\n"
+  s << "<text x=\"" << l + pw / 2 << "\" y=\"" << h - 8
+    << "\" text-anchor=\"middle\">round</text>\n"
+    << "<line x1=\"" << l << "\" x2=\"" << l + pw << "\" y1=\"" << y(chance) << "\" y2=\""
+    << y(chance) << "\" stroke=\"#999\" stroke-dasharray=\"4 4\"/>\n"
     << "<rect x=\"" << l << "\" y=\"" << t << "\" width=\"" << pw << "\" height=\"" << ph
     << "\" fill=\"none\" stroke=\"#333\"/>\n";
   auto line = [&](bool heldout, const char* colour) {
-    s << "<polyline fill=\"none\" stroke=\"" << colour << "\" stroke-width=\"" << (heldout ? 2 : 1.2)
-      << "\" points=\"";
+    s << "<polyline fill=\"none\" stroke=\"" << colour << "\" stroke-width=\""
+      << (heldout ? 2 : 1.2) << "\" points=\"";
     for (const auto& p : curve) {
       const double v = heldout ? p.heldout : p.train_reward;
       if (!std::isnan(v)) s << x(p.round) << "," << y(v) << " ";
@@ -784,7 +843,8 @@ void write_svg(const std::string& path, const std::vector<Point>& curve, int rou
   line(true, "#1f6fb4");
   for (const auto& p : curve)
     if (!std::isnan(p.heldout))
-      s << "<circle cx=\"" << x(p.round) << "\" cy=\"" << y(p.heldout) << "\" r=\"3\" fill=\"#1f6fb4\"/>\n";
+      s << "<circle cx=\"" << x(p.round) << "\" cy=\"" << y(p.heldout)
+        << "\" r=\"3\" fill=\"#1f6fb4\"/>\n";
   const double lx = l + pw + 12;
   s << "<line x1=\"" << lx << "\" x2=\"" << lx + 20 << "\" y1=\"" << t + 10 << "\" y2=\"" << t + 10
     << "\" stroke=\"#1f6fb4\" stroke-width=\"2\"/><text x=\"" << lx + 26 << "\" y=\"" << t + 14
@@ -800,7 +860,9 @@ void write_svg(const std::string& path, const std::vector<Point>& curve, int rou
 
 int run(const Options& o) {
   const auto t0 = std::chrono::steady_clock::now();
-  auto seconds = [&]() { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  auto seconds = [&]() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
   if (o.torch_threads > 0) torch::set_num_threads(o.torch_threads);
   torch::manual_seed(o.seed);
   torch::Device device(torch::kCPU);
@@ -832,7 +894,8 @@ int run(const Options& o) {
   }
   std::size_t most_common = 0;
   for (const auto& [answer, count] : heldout_answers) most_common = std::max(most_common, count);
-  const double best_constant = static_cast<double>(most_common) / static_cast<double>(heldout_ids.size());
+  const double best_constant =
+      static_cast<double>(most_common) / static_cast<double>(heldout_ids.size());
   std::vector<std::string> train_ids;
   std::size_t overlap = 0;
   for (const Json& task : JsonReader::parse(train_env.tasks()).array) {
@@ -843,10 +906,11 @@ int run(const Options& o) {
     train_ids.push_back(task["id"].string);
   }
   const double chance = 1.0 / static_cast<double>(o.answers.size());
-  std::printf("nenyax %s, torch %s\ntrain: %s (%zu questions, %zu dropped as held-out)\n"
-              "held-out: %s (%zu distinct questions); chance %.3f, best constant answer %.3f\n",
-              std::string(nenyax::version()).c_str(), TORCH_VERSION, train_uri.c_str(),
-              train_ids.size(), overlap, heldout_uri.c_str(), heldout_ids.size(), chance, best_constant);
+  std::printf(
+      "nenyax %s, torch %s\ntrain: %s (%zu questions, %zu dropped as held-out)\n"
+      "held-out: %s (%zu distinct questions); chance %.3f, best constant answer %.3f\n",
+      std::string(nenyax::version()).c_str(), TORCH_VERSION, train_uri.c_str(), train_ids.size(),
+      overlap, heldout_uri.c_str(), heldout_ids.size(), chance, best_constant);
 
   // The reference policy of the KL term: the initial weights, frozen.
   TinyLm ref(o.hyper);
@@ -861,10 +925,11 @@ int run(const Options& o) {
   torch::optim::Adam opt(lm.model->parameters(), torch::optim::AdamOptions(o.lr));
   const std::string learner = nenyax::learner_json(o.learner);
   const std::int64_t params = parameter_count(*lm.model);
-  std::printf("model: %lld parameters (d_model %lld, %lld layers, %lld heads), device %s\nloss: %s\n",
-              static_cast<long long>(params), static_cast<long long>(o.hyper.d_model),
-              static_cast<long long>(o.hyper.layers), static_cast<long long>(o.hyper.heads),
-              o.cuda ? "cuda" : "cpu", learner.c_str());
+  std::printf(
+      "model: %lld parameters (d_model %lld, %lld layers, %lld heads), device %s\nloss: %s\n",
+      static_cast<long long>(params), static_cast<long long>(o.hyper.d_model),
+      static_cast<long long>(o.hyper.layers), static_cast<long long>(o.hyper.heads),
+      o.cuda ? "cuda" : "cpu", learner.c_str());
 
   Sampler sampler(lm, o.answers);
   auto policy = nenyax::Policy::action(
@@ -898,7 +963,8 @@ int run(const Options& o) {
       return a.group != b.group ? a.group < b.group : a.answer < b.answer;
     });
     episodes += rows.size();
-    const double t_roll = std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count();
+    const double t_roll =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count();
     rollout_s += t_roll;
 
     ts = std::chrono::steady_clock::now();
@@ -913,7 +979,8 @@ int run(const Options& o) {
       prompts.push_back(&r.prompt);
       answers.push_back(r.answer);
     }
-    const std::vector<double> adv = nenyax::advantages(rewards, groups, R"({"estimator": "grpo_verl"})");
+    const std::vector<double> adv =
+        nenyax::advantages(rewards, groups, R"({"estimator": "grpo_verl"})");
     const Encoded all = lm.encode(prompts);
     const auto tokens = torch::tensor(answers, torch::kLong).to(device).unsqueeze(1);
     const auto advantages = torch::tensor(adv, torch::kDouble).to(torch::kFloat).to(device);
@@ -924,15 +991,19 @@ int run(const Options& o) {
       ref_logp = ref->answer_logp(all.x, all.lens, lm.answer_ids).gather(1, tokens).squeeze(1);
     }
     Stats stats;
-    const double mean_reward = std::accumulate(rewards.begin(), rewards.end(), 0.0) / static_cast<double>(n);
+    const double mean_reward =
+        std::accumulate(rewards.begin(), rewards.end(), 0.0) / static_cast<double>(n);
     for (int epoch = 0; epoch < o.epochs; ++epoch) {
       std::vector<std::int64_t> perm(static_cast<std::size_t>(n));
       std::iota(perm.begin(), perm.end(), 0);
       for (std::size_t i = perm.size(); i > 1; --i) std::swap(perm[i - 1], perm[order.below(i)]);
-      const auto mb = (n + static_cast<std::int64_t>(o.minibatches) - 1) / static_cast<std::int64_t>(o.minibatches);
+      const auto mb = (n + static_cast<std::int64_t>(o.minibatches) - 1) /
+                      static_cast<std::int64_t>(o.minibatches);
       for (std::int64_t s = 0; s < n; s += mb) {
-        const auto idx = torch::tensor(std::vector<std::int64_t>(perm.begin() + s, perm.begin() + std::min(n, s + mb)),
-                                       torch::kLong).to(device);
+        const auto idx = torch::tensor(std::vector<std::int64_t>(
+                                           perm.begin() + s, perm.begin() + std::min(n, s + mb)),
+                                       torch::kLong)
+                             .to(device);
         const Encoded part{all.x.index_select(0, idx), all.lens.index_select(0, idx)};
         auto dist = lm.answer_logp(part);
         auto logp = dist.gather(1, tokens.index_select(0, idx)).squeeze(1);
@@ -942,7 +1013,8 @@ int run(const Options& o) {
         stats = pg_loss(logp, entropy, old_logp.index_select(0, idx), ref_logp.index_select(0, idx),
                         advantages.index_select(0, idx), learner, grad_logp, grad_entropy);
         opt.zero_grad();
-        torch::autograd::backward({logp, entropy}, {grad_logp.to(logp.device()), grad_entropy.to(logp.device())});
+        torch::autograd::backward({logp, entropy},
+                                  {grad_logp.to(logp.device()), grad_entropy.to(logp.device())});
         torch::nn::utils::clip_grad_norm_(lm.model->parameters(), 1.0);
         opt.step();
       }
@@ -960,9 +1032,10 @@ int run(const Options& o) {
     }
     p.seconds = seconds();
     curve.push_back(p);
-    std::printf("round %3d  reward %.3f  loss %+.4f  clip %.3f  kl %.3f  entropy %.3f  %6.1fs%s%s\n",
-                round, mean_reward, stats.loss, stats.clip_fraction, stats.kl, stats.entropy, p.seconds,
-                std::isnan(p.heldout) ? "" : "  held-out ", fmt(p.heldout, 3).c_str());
+    std::printf(
+        "round %3d  reward %.3f  loss %+.4f  clip %.3f  kl %.3f  entropy %.3f  %6.1fs%s%s\n", round,
+        mean_reward, stats.loss, stats.clip_fraction, stats.kl, stats.entropy, p.seconds,
+        std::isnan(p.heldout) ? "" : "  held-out ", fmt(p.heldout, 3).c_str());
     std::fflush(stdout);
   }
   const double wall = seconds();
@@ -970,11 +1043,13 @@ int run(const Options& o) {
   // The report.
   std::filesystem::create_directories(o.out);
   std::ofstream csv(o.out + "/curve.csv");
-  csv << "round,episodes,seconds,train_reward,heldout_accuracy,loss,clip_fraction,approx_kl,kl,entropy\n";
+  csv << "round,episodes,seconds,train_reward,heldout_accuracy,loss,clip_fraction,approx_kl,kl,"
+         "entropy\n";
   for (const auto& p : curve)
-    csv << p.round << "," << p.episodes << "," << fmt(p.seconds, 2) << "," << fmt(p.train_reward) << ","
-        << fmt(p.heldout) << "," << fmt(p.stats.loss, 6) << "," << fmt(p.stats.clip_fraction) << ","
-        << fmt(p.stats.approx_kl, 6) << "," << fmt(p.stats.kl, 6) << "," << fmt(p.stats.entropy, 6) << "\n";
+    csv << p.round << "," << p.episodes << "," << fmt(p.seconds, 2) << "," << fmt(p.train_reward)
+        << "," << fmt(p.heldout) << "," << fmt(p.stats.loss, 6) << "," << fmt(p.stats.clip_fraction)
+        << "," << fmt(p.stats.approx_kl, 6) << "," << fmt(p.stats.kl, 6) << ","
+        << fmt(p.stats.entropy, 6) << "\n";
   write_svg(o.out + "/curve.svg", curve, o.rounds, chance,
             "tiny_lm on " + o.env + ": held-out accuracy from chance");
   std::ostringstream rules;
@@ -983,36 +1058,41 @@ int run(const Options& o) {
           << fmt(ck.first / static_cast<double>(ck.second));
   std::ostringstream answers_after;
   for (const auto& [answer, ck] : last.by_answer)
-    answers_after << (answers_after.tellp() ? ", " : "") << json_string(answer) << ": {\"accuracy\": "
-                  << fmt(ck.first / static_cast<double>(ck.second)) << ", \"questions\": " << ck.second << "}";
+    answers_after << (answers_after.tellp() ? ", " : "") << json_string(answer)
+                  << ": {\"accuracy\": " << fmt(ck.first / static_cast<double>(ck.second))
+                  << ", \"questions\": " << ck.second << "}";
   std::ostringstream before_rules;
   for (const auto& [rule, ck] : before.by_rule)
     before_rules << (before_rules.tellp() ? ", " : "") << json_string(rule) << ": "
                  << fmt(ck.first / static_cast<double>(ck.second));
   std::ofstream(o.out + "/summary.json")
       << "{\n  \"env\": " << json_string(o.env) << ",\n  \"train_uri\": " << json_string(train_uri)
-      << ",\n  \"heldout_uri\": " << json_string(heldout_uri) << ",\n  \"train_questions\": "
-      << train_ids.size() << ",\n  \"heldout_questions\": " << heldout_ids.size()
-      << ",\n  \"dropped_as_heldout\": " << overlap << ",\n  \"chance\": " << fmt(chance) << ",\n  \"best_constant_answer\": " << fmt(best_constant)
-      << ",\n  \"heldout_before\": " << fmt(before.accuracy) << ",\n  \"heldout_after\": "
-      << fmt(last.accuracy) << ",\n  \"heldout_before_by_rule\": {" << before_rules.str()
-      << "},\n  \"heldout_after_by_rule\": {" << rules.str() << "},\n  \"heldout_after_by_answer\": {" << answers_after.str() << "},\n  \"rounds\": " << o.rounds
-      << ",\n  \"episodes\": " << episodes << ",\n  \"groups\": " << o.groups
-      << ",\n  \"group_size\": " << o.group_size << ",\n  \"parameters\": " << params
-      << ",\n  \"d_model\": " << o.hyper.d_model << ",\n  \"layers\": " << o.hyper.layers
-      << ",\n  \"heads\": " << o.hyper.heads << ",\n  \"device\": \"" << (o.cuda ? "cuda" : "cpu")
-      << "\",\n  \"seed\": " << o.seed << ",\n  \"learner\": " << learner
-      << ",\n  \"wall_s\": " << fmt(wall, 1) << ",\n  \"rollout_s\": " << fmt(rollout_s, 1)
-      << ",\n  \"update_s\": " << fmt(update_s, 1) << ",\n  \"torch_threads\": "
-      << torch::get_num_threads() << ",\n  \"runner_threads\": " << runner.threads()
-      << ",\n  \"nenyax\": \"" << nenyax::version() << "\",\n  \"torch\": \"" << TORCH_VERSION
-      << "\"\n}\n";
+      << ",\n  \"heldout_uri\": " << json_string(heldout_uri)
+      << ",\n  \"train_questions\": " << train_ids.size()
+      << ",\n  \"heldout_questions\": " << heldout_ids.size()
+      << ",\n  \"dropped_as_heldout\": " << overlap << ",\n  \"chance\": " << fmt(chance)
+      << ",\n  \"best_constant_answer\": " << fmt(best_constant)
+      << ",\n  \"heldout_before\": " << fmt(before.accuracy)
+      << ",\n  \"heldout_after\": " << fmt(last.accuracy) << ",\n  \"heldout_before_by_rule\": {"
+      << before_rules.str() << "},\n  \"heldout_after_by_rule\": {" << rules.str()
+      << "},\n  \"heldout_after_by_answer\": {" << answers_after.str()
+      << "},\n  \"rounds\": " << o.rounds << ",\n  \"episodes\": " << episodes
+      << ",\n  \"groups\": " << o.groups << ",\n  \"group_size\": " << o.group_size
+      << ",\n  \"parameters\": " << params << ",\n  \"d_model\": " << o.hyper.d_model
+      << ",\n  \"layers\": " << o.hyper.layers << ",\n  \"heads\": " << o.hyper.heads
+      << ",\n  \"device\": \"" << (o.cuda ? "cuda" : "cpu") << "\",\n  \"seed\": " << o.seed
+      << ",\n  \"learner\": " << learner << ",\n  \"wall_s\": " << fmt(wall, 1)
+      << ",\n  \"rollout_s\": " << fmt(rollout_s, 1) << ",\n  \"update_s\": " << fmt(update_s, 1)
+      << ",\n  \"torch_threads\": " << torch::get_num_threads()
+      << ",\n  \"runner_threads\": " << runner.threads() << ",\n  \"nenyax\": \""
+      << nenyax::version() << "\",\n  \"torch\": \"" << TORCH_VERSION << "\"\n}\n";
   std::printf("some held-out mistakes after training:\n");
   for (const auto& m : last.mistakes) std::printf("  %s\n", m.c_str());
-  std::printf("held-out accuracy: %.3f -> %.3f (chance %.3f) after %d rounds, %zu episodes, %.0f s "
-              "(rollouts %.0f s, updates %.0f s); results in %s\n",
-              before.accuracy, last.accuracy, chance, o.rounds, episodes, wall, rollout_s, update_s,
-              o.out.c_str());
+  std::printf(
+      "held-out accuracy: %.3f -> %.3f (chance %.3f) after %d rounds, %zu episodes, %.0f s "
+      "(rollouts %.0f s, updates %.0f s); results in %s\n",
+      before.accuracy, last.accuracy, chance, o.rounds, episodes, wall, rollout_s, update_s,
+      o.out.c_str());
   return 0;
 }
 
@@ -1022,7 +1102,8 @@ int main(int argc, char** argv) {
   try {
     return run(parse_args(argc, argv));
   } catch (const nenyax::Error& e) {
-    std::fprintf(stderr, "tiny_lm: nenyax error %s: %s\n", nenyax::status_name(e.status()), e.what());
+    std::fprintf(stderr, "tiny_lm: nenyax error %s: %s\n", nenyax::status_name(e.status()),
+                 e.what());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tiny_lm: %s\n", e.what());
   }
