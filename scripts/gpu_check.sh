@@ -7,7 +7,7 @@
 #      copy bandwidth;
 #   3. the tiny-transformer example (scripts/tiny_lm.sh, CUDA=1): built here against python3's
 #      torch, it trains with the model on the GPU and the loss through the CUDA entry point on
-#      torch's stream; its held-out figures and times go to $OUT/tiny_lm.txt and $OUT/tiny-lm/.
+#      torch's stream; its log goes to $OUT/tiny_lm.txt and its summary to $OUT/tiny_lm.json.
 # Results go to $OUT (default target/gpu-check). With cargo available it builds first
 # (scripts/gpu_kit.sh); without, it uses a kit built elsewhere: scripts/gpu_check.sh <kit dir>.
 set -uo pipefail
@@ -36,9 +36,13 @@ python3 benches/pg_cuda.py --lib "$kit/libnenyax.so" --json "$OUT/bench.json" 2>
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 echo "== tiny_lm --cuda (the transformer example, loss on the GPU)" | tee "$OUT/tiny_lm.txt"
 if python3 -c 'import torch' 2>/dev/null && command -v cmake >/dev/null; then
-    OUT="$OUT/tiny-lm" CUDA=1 TORCH_PYTHON=python3 NENYAX_LIB_DIR="$kit" scripts/tiny_lm.sh 2>&1 |
+    # Its own files go beside $OUT, which keeps one summary: few files come back from a lent
+    # GPU machine.
+    tiny_out=target/gpu-check-tiny-lm
+    OUT="$tiny_out" CUDA=1 TORCH_PYTHON=python3 NENYAX_LIB_DIR="$kit" scripts/tiny_lm.sh 2>&1 |
         tee -a "$OUT/tiny_lm.txt"
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    cp "$tiny_out/summary.json" "$OUT/tiny_lm.json" 2>/dev/null || status=1
 else
     echo "not run: needs python3 with torch, and cmake" | tee -a "$OUT/tiny_lm.txt"
     status=1
