@@ -2,10 +2,10 @@
 
 use serde_json::{json, Value};
 
-use crate::contract::TaskRef;
 use super::one_turn::{Gen, Problems};
-use crate::policy::Policy;
+use crate::contract::TaskRef;
 use crate::env::RolloutOptions;
+use crate::policy::Policy;
 use crate::router::load;
 
 #[test]
