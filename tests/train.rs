@@ -378,6 +378,8 @@ fn rft_and_dpo_train_the_builtin_policy() {
         (json!({"use": "reinforce_pp"}), "loss"),
         (json!({"use": "gspo"}), "loss"),
         (json!({"use": "dr_grpo"}), "loss"),
+        (json!({"use": "grpo_trl"}), "kl"),
+        (json!({"use": "rloo"}), "loss"),
         (json!({"use": "dapo"}), "dapo_filtered"),
         (
             json!({"use": "pg", "estimator": "rloo", "loss": "reinforce", "agg": "token-mean"}),
