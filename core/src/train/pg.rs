@@ -371,21 +371,30 @@ impl PgLearner {
         let mut sums: BTreeMap<&'static str, f64> = BTreeMap::new();
         let mut steps = 0.0;
         let mut stepped = false;
-        for _ in 0..self.opts.epochs {
-            for rows in self.minibatches(batch) {
+        // The same minibatches every epoch: laid out once.
+        let subs: Vec<(Vec<usize>, TraceBatch<'_>)> = self
+            .minibatches(batch)
+            .into_iter()
+            .map(|rows| {
                 let sub = batch.select(&rows);
+                (rows, sub)
+            })
+            .collect();
+        for _ in 0..self.opts.epochs {
+            for (rows, sub) in &subs {
+                let (rows, sub) = (rows.as_slice(), sub);
                 let logp = match first_logp {
-                    Some(l) if !stepped => sub.regrid(batch.width(), &rows, l),
+                    Some(l) if !stepped => sub.regrid(batch.width(), rows, l),
                     _ => {
                         let t0 = Instant::now();
-                        let l = self.logprobs(&sub, Weights::Current);
+                        let l = self.logprobs(sub, Weights::Current);
                         report.trainer_s += t0.elapsed().as_secs_f64();
                         l?
                     }
                 };
-                let (grad, stats) = step(&sub, &rows, &logp)?;
+                let (grad, stats) = step(sub, rows, &logp)?;
                 let t0 = Instant::now();
-                let r = self.trainer.apply(&sub, &grad);
+                let r = self.trainer.apply(sub, &grad);
                 report.trainer_s += t0.elapsed().as_secs_f64();
                 r?;
                 stepped = true;

@@ -100,7 +100,7 @@ fn round_slots(pool: &[Slot], round: usize, opts: &TrainOptions) -> Vec<Slot> {
 /// if that thread cannot be started.
 fn drop_aside<T: Send + 'static>(value: T) {
     type Garbage = Box<dyn Send>;
-    static BIN: std::sync::OnceLock<Option<std::sync::Mutex<std::sync::mpsc::Sender<Garbage>>>> =
+    static BIN: std::sync::OnceLock<Option<std::sync::mpsc::Sender<Garbage>>> =
         std::sync::OnceLock::new();
     let bin = BIN.get_or_init(|| {
         let (tx, rx) = std::sync::mpsc::channel::<Garbage>();
@@ -108,11 +108,11 @@ fn drop_aside<T: Send + 'static>(value: T) {
             .name("nenyax-drop".into())
             .spawn(move || rx.into_iter().for_each(drop))
             .ok()
-            .map(|_| std::sync::Mutex::new(tx))
+            .map(|_| tx)
     });
     let value: Garbage = Box::new(value);
     if let Some(tx) = bin {
-        let _ = tx.lock().unwrap_or_else(|p| p.into_inner()).send(value);
+        let _ = tx.send(value);
     }
 }
 
