@@ -955,8 +955,8 @@ void nenyax_sandbox_free(struct nenyax_sandbox_t *sandbox);
 // sessions at /ws, HTTP /reset, /step, /state, /health, /metadata, /schema. Options (may be
 // NULL): {"host": "127.0.0.1", "port": 8000 (0: any free port), "max_sessions": 64,
 // "idle_timeout_s": 300, "max_message_bytes": 1048576, "max_connections": 1024,
-// "ping_interval_s": 20}. Environment callbacks are called from the server's threads: a
-// callback-defined environment needs NENYAX_THREAD_SAFE.
+// "ping_interval_s": 20, "head_timeout_s": 10}. Environment callbacks are called from the
+// server's threads: a callback-defined environment needs NENYAX_THREAD_SAFE.
 struct nenyax_error_t *nenyax_serve_start(const struct nenyax_env_t *env,
                                           const char *options_json,
                                           size_t options_len,

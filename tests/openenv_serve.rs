@@ -482,3 +482,197 @@ fn options_are_checked_and_a_taken_port_is_a_typed_error() {
     .unwrap();
     assert!(e.to_string().contains("cannot bind"), "{e}");
 }
+
+/// Everything the server sends on one connection until it closes it, and whether it did
+/// within `wait` (a server that keeps the connection open reads as `false`).
+fn until_closed(mut s: TcpStream, wait: Duration) -> (String, bool) {
+    s.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let t0 = Instant::now();
+    let mut out = Vec::new();
+    let mut chunk = [0u8; 65536];
+    while t0.elapsed() < wait {
+        match s.read(&mut chunk) {
+            Ok(0) => return (String::from_utf8_lossy(&out).into_owned(), true),
+            Ok(n) => out.extend_from_slice(&chunk[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => return (String::from_utf8_lossy(&out).into_owned(), true),
+        }
+    }
+    (String::from_utf8_lossy(&out).into_owned(), false)
+}
+
+/// Send `raw` on a fresh connection; the answers and whether the server then closed.
+fn attack(server: &Server, raw: &[u8]) -> (String, bool) {
+    let mut s = TcpStream::connect(server.addr()).unwrap();
+    s.write_all(raw).unwrap();
+    until_closed(s, Duration::from_secs(5))
+}
+
+#[test]
+fn ambiguous_body_lengths_are_refused_and_never_read_as_a_second_request() {
+    let server = serve("builtin:arithmetic", |_| {});
+    // Behind a proxy that frames by the other length, the tail would be a smuggled request.
+    let smuggled = "GET /health HTTP/1.1\r\nhost: x\r\n\r\n";
+    let body = format!("{{}}{smuggled}");
+    let cases: Vec<(String, &str)> = vec![
+        (
+            format!(
+                "POST /mcp HTTP/1.1\r\ncontent-length: 2\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            ),
+            "400 ",
+        ),
+        (
+            format!(
+                "POST /mcp HTTP/1.1\r\ncontent-length: {}\r\ncontent-length: 2\r\n\r\n{body}",
+                body.len()
+            ),
+            "400 ",
+        ),
+        // Duplicated, even when equal.
+        (
+            format!("POST /mcp HTTP/1.1\r\ncontent-length: 2\r\ncontent-length: 2\r\n\r\n{body}"),
+            "400 ",
+        ),
+        (
+            format!("POST /mcp HTTP/1.1\r\ncontent-length: 2, 2\r\n\r\n{body}"),
+            "400 ",
+        ),
+        (
+            format!("POST /mcp HTTP/1.1\r\ncontent-length: +2\r\n\r\n{body}"),
+            "400 ",
+        ),
+        // A length and a transfer coding together: which one frames the body is ambiguous.
+        (
+            format!(
+                "POST /mcp HTTP/1.1\r\ncontent-length: 2\r\ntransfer-encoding: chunked\r\n\r\n{body}"
+            ),
+            "400 ",
+        ),
+        // Codings the server does not implement.
+        (
+            format!("POST /mcp HTTP/1.1\r\ntransfer-encoding: gzip\r\n\r\n{body}"),
+            "501 ",
+        ),
+        (
+            format!("POST /mcp HTTP/1.1\r\ntransfer-encoding: gzip, chunked\r\n\r\n{body}"),
+            "501 ",
+        ),
+        (
+            format!("POST /mcp HTTP/1.1\r\ntransfer-encoding: identity\r\n\r\n{body}"),
+            "501 ",
+        ),
+    ];
+    for (raw, want) in cases {
+        let (out, closed) = attack(&server, raw.as_bytes());
+        let first = raw.lines().take(4).collect::<Vec<_>>().join(" | ");
+        assert!(closed, "{first}: the connection stayed open after {out:?}");
+        assert_eq!(
+            out.matches("HTTP/1.1 ").count(),
+            1,
+            "{first}: one answer, no second request: {out}"
+        );
+        assert!(
+            out.starts_with(&format!("HTTP/1.1 {want}")),
+            "{first}: want {want}, got {out}"
+        );
+        assert!(
+            !out.contains("healthy"),
+            "{first}: smuggled request served: {out}"
+        );
+        let detail = out.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+        assert!(
+            detail.contains("Content-Length") || detail.contains("Transfer-Encoding"),
+            "{first}: the error names the header: {detail}"
+        );
+    }
+    // One well-formed length still works.
+    let (out, closed) = attack(
+        &server,
+        b"POST /mcp HTTP/1.1\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}",
+    );
+    assert!(closed && out.starts_with("HTTP/1.1 200 "), "{out}");
+}
+
+/// A request head of exactly `len` bytes (`GET /health`, padded with one header).
+fn head_of(len: usize) -> Vec<u8> {
+    let start = b"GET /health HTTP/1.1\r\nconnection: close\r\nx: ".to_vec();
+    let end = b"\r\n\r\n";
+    let mut h = start.clone();
+    h.extend(vec![b'a'; len - start.len() - end.len()]);
+    h.extend_from_slice(end);
+    assert_eq!(h.len(), len);
+    h
+}
+
+#[test]
+fn the_head_limit_is_exactly_16_kib_whatever_the_writes() {
+    let server = serve("builtin:arithmetic", |_| {});
+    let (out, _) = attack(&server, &head_of(16 * 1024));
+    assert!(out.starts_with("HTTP/1.1 200 "), "16 KiB fits: {out}");
+    let (out, closed) = attack(&server, &head_of(16 * 1024 + 1));
+    assert!(
+        closed && out.starts_with("HTTP/1.1 431 "),
+        "16 KiB + 1: {out}"
+    );
+    // In one write, 24 KiB arrives in a single read: still refused.
+    let (out, closed) = attack(&server, &head_of(24 * 1024));
+    assert!(closed && out.starts_with("HTTP/1.1 431 "), "24 KiB: {out}");
+    // Byte by byte, the same limit.
+    let mut s = TcpStream::connect(server.addr()).unwrap();
+    for piece in head_of(16 * 1024 + 1).chunks(1000) {
+        if s.write_all(piece).is_err() {
+            break;
+        }
+    }
+    let (out, closed) = until_closed(s, Duration::from_secs(5));
+    assert!(
+        closed && out.starts_with("HTTP/1.1 431 "),
+        "in pieces: {out}"
+    );
+}
+
+#[test]
+fn a_head_trickled_a_byte_at_a_time_is_cut_off_at_the_head_timeout() {
+    let server = serve("builtin:arithmetic", |o| {
+        o.head_timeout = Duration::from_millis(1000);
+    });
+    let mut s = TcpStream::connect(server.addr()).unwrap();
+    let reader = s.try_clone().unwrap();
+    let t0 = Instant::now();
+    // The trickle: one byte every 100 ms, far more often than any idle timeout, never ending.
+    let trickle = std::thread::spawn(move || {
+        let head = b"GET /health HTTP/1.1\r\nx: ";
+        for i in 0.. {
+            let b = head.get(i).copied().unwrap_or(b'a');
+            if s.write_all(&[b]).is_err() || t0.elapsed() > Duration::from_secs(8) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    reader
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let (out, closed) = until_closed(reader, Duration::from_secs(5));
+    let took = t0.elapsed();
+    assert!(closed, "still open after {took:?}: {out:?}");
+    assert!(out.starts_with("HTTP/1.1 408 "), "{out}");
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_millis(2500),
+        "closed after {took:?}, want about the 1 s head timeout"
+    );
+    trickle.join().unwrap();
+    // The option is a typed, validated setting.
+    let o = ServeOptions::from_json(&json!({"head_timeout_s": 2.5})).unwrap();
+    assert_eq!(o.head_timeout, Duration::from_millis(2500));
+    for bad in [json!({"head_timeout_s": 0}), json!({"head_timeout_s": "x"})] {
+        let e = ServeOptions::from_json(&bad).unwrap_err();
+        assert!(e.to_string().contains("head_timeout_s"), "{e}");
+    }
+}

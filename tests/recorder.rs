@@ -488,3 +488,42 @@ fn a_call_is_in_the_recording_as_soon_as_its_reply_is() {
         assert_eq!(rec.calls().len(), i + 1, "call {i} not recorded yet");
     }
 }
+
+/// Send `raw` to the recorder on a fresh connection; everything it answers until it closes.
+fn raw_exchange(server: &ModelServer, raw: &[u8]) -> String {
+    let addr = server.url().trim_start_matches("http://").to_string();
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(raw).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[test]
+fn a_call_smuggled_behind_an_ambiguous_length_is_refused_and_never_recorded() {
+    let server = ModelServer::start().unwrap();
+    let rec = server.record(echo_model());
+    let path = format!("/r/{}/v1/chat/completions", rec.id());
+    let call = r#"{"model":"m","messages":[{"role":"user","content":"smuggled"}]}"#;
+    let inner = format!(
+        "POST {path} HTTP/1.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{call}",
+        call.len()
+    );
+    let body = format!("{{}}{inner}");
+    for framing in [
+        format!("content-length: 2\r\ncontent-length: {}", body.len()),
+        "content-length: 2\r\ntransfer-encoding: chunked".to_string(),
+        "transfer-encoding: gzip".to_string(),
+    ] {
+        let raw = format!("POST {path} HTTP/1.1\r\n{framing}\r\n\r\n{body}");
+        let out = raw_exchange(&server, raw.as_bytes());
+        assert_eq!(out.matches("HTTP/1.1 ").count(), 1, "{framing}: {out}");
+        assert!(
+            out.starts_with("HTTP/1.1 400 ") || out.starts_with("HTTP/1.1 501 "),
+            "{framing}: {out}"
+        );
+        assert!(!out.contains("you said"), "{framing}: {out}");
+    }
+    assert!(rec.calls().is_empty(), "{:?}", rec.calls());
+}

@@ -6,6 +6,12 @@
 //! time out, the number of open connections is capped (503), a connection can be handed over
 //! for a WebSocket upgrade with the bytes already read, a streamed (SSE) reply writes straight
 //! to the socket, and [`HttpServer::stop`] ends every connection.
+//!
+//! A request's framing is never ambiguous: a head over [`MAX_HEAD`] bytes (counted exactly, however
+//! the bytes arrive) is 431, a head still incomplete [`HEAD_TIMEOUT`] after its first byte is 408,
+//! and duplicated `Content-Length` headers, `Content-Length` with `Transfer-Encoding`, or a
+//! transfer coding other than `chunked` are refused (400, 501) and the connection closed, so a
+//! proxy in front that frames the body differently cannot get a second request smuggled in.
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
@@ -15,8 +21,24 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// Largest request head accepted.
+/// Largest request head accepted, its final blank line included.
 pub(crate) const MAX_HEAD: usize = 16 * 1024;
+
+/// Longest a request head may take to arrive once its first byte has, by default: a client
+/// trickling a byte at a time never trips the per-read idle timeout, so the head as a whole
+/// needs its own deadline.
+pub(crate) const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How a request's body is delimited, decided once from its head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Framing {
+    /// No body.
+    Empty,
+    /// Exactly this many bytes.
+    Length(usize),
+    /// `Transfer-Encoding: chunked`.
+    Chunked,
+}
 
 /// A parsed request. The body is read separately ([`Conn::read_body`]) so that a server can
 /// route (and record) a request before deciding what its body may be.
@@ -28,6 +50,8 @@ pub(crate) struct Request {
     pub body: Vec<u8>,
     /// HTTP/1.1 keep-alive (or HTTP/1.0 with `Connection: keep-alive`).
     pub keep_alive: bool,
+    /// How the body is delimited.
+    pub framing: Framing,
 }
 
 impl Request {
@@ -66,10 +90,13 @@ pub(crate) enum Refused {
 pub(crate) struct Conn {
     stream: TcpStream,
     buf: Vec<u8>,
+    idle: Duration,
+    head_timeout: Duration,
 }
 
 impl Conn {
-    /// Wrap an accepted stream; reads between requests time out after `idle`.
+    /// Wrap an accepted stream; reads between requests time out after `idle`, and a request
+    /// head must arrive whole within [`HEAD_TIMEOUT`] of its first byte.
     pub fn new(stream: TcpStream, idle: Duration) -> Conn {
         let _ = stream.set_nodelay(true);
         let _ = stream.set_read_timeout(Some(idle));
@@ -77,38 +104,52 @@ impl Conn {
         Conn {
             stream,
             buf: Vec::new(),
+            idle,
+            head_timeout: HEAD_TIMEOUT,
         }
     }
 
+    /// This connection with another deadline for each request head.
+    pub fn with_head_timeout(mut self, head_timeout: Duration) -> Conn {
+        self.head_timeout = head_timeout;
+        self
+    }
+
     fn fill(&mut self) -> Result<(), Refused> {
+        self.fill_timed().map_err(|_| Refused::Gone)
+    }
+
+    /// Read what the client sent next; `Err(true)` when the read timed out.
+    fn fill_timed(&mut self) -> Result<(), bool> {
         let mut chunk = [0u8; 8192];
         loop {
             match self.stream.read(&mut chunk) {
-                Ok(0) => return Err(Refused::Gone),
+                Ok(0) => return Err(false),
                 Ok(n) => {
                     self.buf.extend_from_slice(&chunk[..n]);
                     return Ok(());
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(_) => return Err(Refused::Gone),
+                Err(e) => {
+                    let timed_out = matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    );
+                    return Err(timed_out);
+                }
             }
         }
     }
 
-    /// Read the next request's head (at most [`MAX_HEAD`] bytes); its body is left unread.
+    /// Read the next request's head (at most [`MAX_HEAD`] bytes, within the head timeout of
+    /// its first byte); its body is left unread.
     pub fn read_head(&mut self) -> Result<Request, Refused> {
-        let head_end = loop {
-            if let Some(i) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                break i + 4;
-            }
-            if self.buf.len() > MAX_HEAD {
-                return Err(Refused::Reject(
-                    431,
-                    "request head larger than 16 KiB".into(),
-                ));
-            }
-            self.fill()?;
-        };
+        let mut shortened = false;
+        let head_end = self.read_head_bytes(&mut shortened);
+        if shortened {
+            let _ = self.stream.set_read_timeout(Some(self.idle));
+        }
+        let head_end = head_end?;
         let mut headers = [httparse::EMPTY_HEADER; 64];
         let mut req = httparse::Request::new(&mut headers);
         let parsed = match req.parse(&self.buf[..head_end]) {
@@ -137,7 +178,9 @@ impl Conn {
                 .collect(),
             body: Vec::new(),
             keep_alive: false,
+            framing: Framing::Empty,
         };
+        request.framing = framing(&request.headers)?;
         request.keep_alive = if parsed.version.unwrap_or(1) == 0 {
             request.has_token("connection", "keep-alive")
         } else {
@@ -145,6 +188,60 @@ impl Conn {
         };
         self.buf.drain(..head_end);
         Ok(request)
+    }
+
+    /// Wait for a whole head in the buffer; its length. Only the first [`MAX_HEAD`] bytes are
+    /// searched, so a head one byte over the limit is refused however many arrived at once.
+    /// `shortened` is set when the socket's read timeout was cut down to the head deadline.
+    fn read_head_bytes(&mut self, shortened: &mut bool) -> Result<usize, Refused> {
+        let limit = self.head_timeout;
+        let mut deadline = (!self.buf.is_empty()).then(|| Instant::now() + limit);
+        // Where the search for the blank line resumes: a head trickled in tiny pieces is
+        // scanned once, not once per piece.
+        let mut from = 0;
+        loop {
+            let window = &self.buf[from..self.buf.len().min(MAX_HEAD)];
+            if let Some(i) = window.windows(4).position(|w| w == b"\r\n\r\n") {
+                return Ok(from + i + 4);
+            }
+            from = self.buf.len().min(MAX_HEAD).saturating_sub(3);
+            if self.buf.len() >= MAX_HEAD {
+                return Err(Refused::Reject(
+                    431,
+                    format!(
+                        "the request head is larger than {} KiB; send fewer or shorter headers",
+                        MAX_HEAD / 1024
+                    ),
+                ));
+            }
+            let too_slow = || {
+                Refused::Reject(
+                    408,
+                    format!(
+                        "the request head did not arrive whole within {} s of its first byte",
+                        limit.as_secs_f64()
+                    ),
+                )
+            };
+            if let Some(d) = deadline {
+                // Each read waits only as long as the head as a whole may still take.
+                let left = d.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(too_slow());
+                }
+                let _ = self.stream.set_read_timeout(Some(left.min(self.idle)));
+                *shortened = true;
+            }
+            match self.fill_timed() {
+                Ok(()) => {
+                    deadline.get_or_insert_with(|| Instant::now() + limit);
+                }
+                Err(true) if deadline.is_some_and(|d| Instant::now() >= d) => {
+                    return Err(too_slow())
+                }
+                Err(_) => return Err(Refused::Gone),
+            }
+        }
     }
 
     /// Read `req`'s body into `req.body`: at most `max_body` bytes, by `Content-Length`, or
@@ -155,19 +252,16 @@ impl Conn {
         max_body: usize,
         chunked: bool,
     ) -> Result<(), Refused> {
-        let is_chunked = req.header("transfer-encoding").is_some();
+        let is_chunked = req.framing == Framing::Chunked;
         if is_chunked && !chunked {
             return Err(Refused::Reject(
                 411,
                 "chunked request bodies are not accepted; send Content-Length".into(),
             ));
         }
-        let len = match (is_chunked, req.header("content-length")) {
-            (true, _) | (false, None) => 0,
-            (false, Some(v)) => match v.parse::<usize>() {
-                Ok(n) => n,
-                Err(_) => return Err(Refused::Reject(400, format!("bad Content-Length `{v}`"))),
-            },
+        let len = match req.framing {
+            Framing::Length(n) => n,
+            Framing::Empty | Framing::Chunked => 0,
         };
         if len > max_body {
             return Err(Refused::Reject(
@@ -269,6 +363,57 @@ impl Conn {
     }
 }
 
+/// How `headers` delimit the body. Refused when two readers of the same bytes could disagree
+/// (a proxy that picks the other header would see a different request end): more than one
+/// `Content-Length`, one that is not a plain byte count, `Content-Length` with
+/// `Transfer-Encoding`, or a transfer coding other than a single `chunked`.
+fn framing(headers: &[(String, String)]) -> Result<Framing, Refused> {
+    let named = |name: &str| -> Vec<&str> {
+        headers
+            .iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+            .collect()
+    };
+    let lengths = named("content-length");
+    let codings = named("transfer-encoding");
+    let bad = |msg: String| Err(Refused::Reject(400, msg));
+    if !lengths.is_empty() && !codings.is_empty() {
+        return bad(
+            "a request with both Content-Length and Transfer-Encoding is ambiguous; send one of them"
+                .into(),
+        );
+    }
+    if !codings.is_empty() {
+        let list = codings.join(", ");
+        if list.trim().eq_ignore_ascii_case("chunked") {
+            return Ok(Framing::Chunked);
+        }
+        return Err(Refused::Reject(
+            501,
+            format!(
+                "Transfer-Encoding `{list}` is not implemented; send the body with Content-Length \
+                 (or Transfer-Encoding: chunked where accepted)"
+            ),
+        ));
+    }
+    match lengths.as_slice() {
+        [] => Ok(Framing::Empty),
+        [v] if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) => match v.parse() {
+            Ok(n) => Ok(Framing::Length(n)),
+            Err(_) => bad(format!("Content-Length `{v}` is too large")),
+        },
+        [v] => bad(format!(
+            "Content-Length `{v}` is not a byte count; send one number of bytes"
+        )),
+        many => bad(format!(
+            "{} Content-Length headers ({}); send exactly one",
+            many.len(),
+            many.join(", ")
+        )),
+    }
+}
+
 /// Half-close `stream`, then read and drop what the peer still sends (at most 2 s, 64 MiB), so
 /// the last thing written reaches it instead of being lost to a reset; then close it.
 pub(crate) fn drain(stream: &mut TcpStream) {
@@ -306,6 +451,7 @@ pub(crate) fn reason(status: u16) -> &'static str {
         400 => "Bad Request",
         404 => "Not Found",
         405 => "Method Not Allowed",
+        408 => "Request Timeout",
         411 => "Length Required",
         413 => "Content Too Large",
         422 => "Unprocessable Entity",
@@ -313,6 +459,7 @@ pub(crate) fn reason(status: u16) -> &'static str {
         429 => "Too Many Requests",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
+        501 => "Not Implemented",
         502 => "Bad Gateway",
         503 => "Service Unavailable",
         _ => "Error",
@@ -523,5 +670,45 @@ mod tests {
         assert_eq!(exchange(b"NOT HTTP\r\n\r\n", 10, false).err(), Some(400));
         let closed = b"GET / HTTP/1.0\r\n\r\n";
         assert!(!exchange(closed, 10, false).ok().unwrap().keep_alive);
+    }
+
+    #[test]
+    fn only_one_plain_length_or_a_lone_chunked_frames_a_body() {
+        let f = |hs: &[(&str, &str)]| {
+            let hs: Vec<(String, String)> = hs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            match framing(&hs) {
+                Ok(f) => Ok(f),
+                Err(Refused::Reject(s, _)) => Err(s),
+                Err(Refused::Gone) => Err(0),
+            }
+        };
+        assert_eq!(f(&[]), Ok(Framing::Empty));
+        assert_eq!(f(&[("Content-Length", "12")]), Ok(Framing::Length(12)));
+        assert_eq!(f(&[("transfer-encoding", "Chunked")]), Ok(Framing::Chunked));
+        for bad in [
+            &[("content-length", "1"), ("Content-Length", "1")][..],
+            &[("content-length", "1"), ("content-length", "2")],
+            &[("content-length", "1,1")],
+            &[("content-length", "-1")],
+            &[("content-length", "+1")],
+            &[("content-length", "")],
+            &[("content-length", "99999999999999999999999")],
+            &[("content-length", "1"), ("transfer-encoding", "chunked")],
+        ] {
+            assert_eq!(f(bad), Err(400), "{bad:?}");
+        }
+        for unknown in [
+            &[("transfer-encoding", "gzip")][..],
+            &[("transfer-encoding", "gzip, chunked")],
+            &[
+                ("transfer-encoding", "chunked"),
+                ("transfer-encoding", "chunked"),
+            ],
+        ] {
+            assert_eq!(f(unknown), Err(501), "{unknown:?}");
+        }
     }
 }

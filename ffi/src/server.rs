@@ -20,8 +20,8 @@ pub struct nenyax_server_t {
 /// sessions at /ws, HTTP /reset, /step, /state, /health, /metadata, /schema. Options (may be
 /// NULL): {"host": "127.0.0.1", "port": 8000 (0: any free port), "max_sessions": 64,
 /// "idle_timeout_s": 300, "max_message_bytes": 1048576, "max_connections": 1024,
-/// "ping_interval_s": 20}. Environment callbacks are called from the server's threads: a
-/// callback-defined environment needs NENYAX_THREAD_SAFE.
+/// "ping_interval_s": 20, "head_timeout_s": 10}. Environment callbacks are called from the
+/// server's threads: a callback-defined environment needs NENYAX_THREAD_SAFE.
 #[no_mangle]
 pub unsafe extern "C" fn nenyax_serve_start(
     env: *const nenyax_env_t,

@@ -142,7 +142,8 @@ impl Drop for Server {
 }
 
 fn handle_connection(stream: TcpStream, shared: &Arc<Shared>, state: &State) {
-    let mut conn = Conn::new(stream, KEEPALIVE.min(shared.opts.idle_timeout));
+    let mut conn = Conn::new(stream, KEEPALIVE.min(shared.opts.idle_timeout))
+        .with_head_timeout(shared.opts.head_timeout);
     loop {
         if state.stopping() {
             return;

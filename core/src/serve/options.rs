@@ -25,6 +25,9 @@ pub struct ServeOptions {
     /// Interval of the server's WebSocket pings (keeps proxies and clients from dropping idle
     /// sessions).
     pub ping_interval: Duration,
+    /// Longest a request head may take from its first byte to its last; a slower client gets
+    /// 408 and is disconnected (the idle timeout alone never ends a byte-a-second trickle).
+    pub head_timeout: Duration,
 }
 
 impl Default for ServeOptions {
@@ -37,13 +40,15 @@ impl Default for ServeOptions {
             max_message_bytes: 1 << 20,
             max_connections: 1024,
             ping_interval: Duration::from_secs(20),
+            head_timeout: crate::http_server::HEAD_TIMEOUT,
         }
     }
 }
 
 impl ServeOptions {
     /// Options from a JSON object with any of `host`, `port`, `max_sessions`,
-    /// `idle_timeout_s`, `max_message_bytes`, `max_connections`, `ping_interval_s` (the C ABI's
+    /// `idle_timeout_s`, `max_message_bytes`, `max_connections`, `ping_interval_s`,
+    /// `head_timeout_s` (the C ABI's
     /// form). Unknown keys and out-of-range values are typed errors.
     pub fn from_json(v: &Value) -> Result<ServeOptions> {
         let mut o = ServeOptions::default();
@@ -92,10 +97,12 @@ impl ServeOptions {
                 "max_message_bytes" => o.max_message_bytes = count(k, x)?,
                 "idle_timeout_s" => o.idle_timeout = secs(k, x)?,
                 "ping_interval_s" => o.ping_interval = secs(k, x)?,
+                "head_timeout_s" => o.head_timeout = secs(k, x)?,
                 other => {
                     return Err(Error::Config(format!(
                         "unknown serve option `{other}`; known: host, port, max_sessions, \
-                         idle_timeout_s, max_message_bytes, max_connections, ping_interval_s"
+                         idle_timeout_s, max_message_bytes, max_connections, ping_interval_s, \
+                         head_timeout_s"
                     )))
                 }
             }
