@@ -676,3 +676,62 @@ fn a_head_trickled_a_byte_at_a_time_is_cut_off_at_the_head_timeout() {
         assert!(e.to_string().contains("head_timeout_s"), "{e}");
     }
 }
+
+/// SplitMix64 and its inverse (each step is a bijection), for the session id attack below.
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn unsplitmix64(y: u64) -> u64 {
+    let unshift = |y: u64, s: u32| (0..64 / s + 1).fold(y, |x, _| y ^ (x >> s));
+    let inverse = |m: u64| {
+        (0..6).fold(m, |i, _| {
+            i.wrapping_mul(2u64.wrapping_sub(m.wrapping_mul(i)))
+        })
+    };
+    let mut z = unshift(y, 31);
+    z = unshift(z.wrapping_mul(inverse(0x94D0_49BB_1331_11EB)), 27);
+    z = unshift(z.wrapping_mul(inverse(0xBF58_476D_1CE4_E5B9)), 30);
+    z.wrapping_sub(0x9E37_79B9_7F4A_7C15)
+}
+
+#[test]
+fn a_client_cannot_compute_another_clients_session_id_from_its_own() {
+    assert_eq!(unsplitmix64(splitmix64(0xDEAD_BEEF)), 0xDEAD_BEEF);
+    let server = serve("builtin:guess", |_| {});
+    let open = || {
+        let (s, r) = post(&server, "/reset", r#"{"session": true}"#);
+        assert_eq!(s, 200, "{r}");
+        r["session_id"].as_str().unwrap().to_string()
+    };
+    // The attacker opens one session and tries to recover the generator behind its id (ids
+    // used to be SplitMix64 of a seed xor a counter, both halves), then predicts the next ones.
+    let mine = open();
+    assert!(
+        mine.len() == 32 && mine.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{mine}"
+    );
+    let a = u64::from_str_radix(&mine[..16], 16).unwrap();
+    let b = u64::from_str_radix(&mine[16..], 16).unwrap();
+    let mut predicted = Vec::new();
+    for n in 0..64u64 {
+        let seed = unsplitmix64(a) ^ n;
+        if splitmix64(a ^ seed.rotate_left(17) ^ n) == b {
+            for m in n + 1..n + 64 {
+                let a = splitmix64(seed ^ m);
+                let b = splitmix64(a ^ seed.rotate_left(17) ^ m);
+                predicted.push(format!("{a:016x}{b:016x}"));
+            }
+        }
+    }
+    // The victim's session, opened next.
+    let victim = open();
+    assert!(
+        !predicted.contains(&victim),
+        "the victim's session id {victim} was computed from {mine}"
+    );
+    assert_ne!(victim, mine);
+}

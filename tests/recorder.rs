@@ -527,3 +527,52 @@ fn a_call_smuggled_behind_an_ambiguous_length_is_refused_and_never_recorded() {
     }
     assert!(rec.calls().is_empty(), "{:?}", rec.calls());
 }
+
+#[test]
+fn recording_ids_are_128_random_bits_and_guessed_ids_reach_nothing() {
+    let server = ModelServer::start().unwrap();
+    let recs: Vec<_> = (0..400).map(|_| server.record(echo_model())).collect();
+    let ids: Vec<&str> = recs.iter().map(|r| r.id()).collect();
+    for id in &ids {
+        assert!(
+            id.len() == 32
+                && id
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()),
+            "a recording id is 32 lowercase hex digits (128 bits): {id}"
+        );
+    }
+    let distinct: std::collections::HashSet<_> = ids.iter().collect();
+    assert_eq!(distinct.len(), ids.len(), "ids repeat");
+    // No counter, prefix or clock in them: across 400 ids every digit takes most of its 16
+    // values (a counter or a timestamp keeps the leading digits fixed).
+    for pos in 0..32 {
+        let values: std::collections::HashSet<u8> =
+            ids.iter().map(|id| id.as_bytes()[pos]).collect();
+        assert!(values.len() >= 12, "digit {pos} takes only {values:?}");
+    }
+    // The old ids were a counter and 32 bits; guessing one in that shape, or a prefix of a
+    // live id, reaches no recording.
+    let call = r#"{"model":"m","messages":[{"role":"user","content":"injected"}]}"#;
+    let live = &ids[0];
+    for guess in [
+        "1-a162f5a0".to_string(),
+        "1-00000000".to_string(),
+        live[..8].to_string(),
+        live.to_ascii_uppercase(),
+        format!("{live}0"),
+    ] {
+        let url = format!("{}/r/{guess}/v1/chat/completions", server.url());
+        let (status, body) = post(&url, call);
+        assert_eq!(status, 404, "{guess}: {body}");
+        assert!(body.contains("unknown recording"), "{body}");
+    }
+    assert!(
+        recs.iter().all(|r| r.calls().is_empty()),
+        "a guess was recorded"
+    );
+    // The real URL works.
+    let (status, body) = post(&format!("{}/chat/completions", recs[0].base_url()), call);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(recs[0].calls().len(), 1);
+}

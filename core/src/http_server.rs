@@ -363,6 +363,53 @@ impl Conn {
     }
 }
 
+/// 128 bits from the operating system's generator, as 32 hex digits. For ids that are
+/// capabilities (a recording's URL spends the user's upstream key; an HTTP session id steps
+/// someone's episode), so no id may be derived from another, a counter or the clock.
+pub(crate) fn unguessable_id() -> String {
+    let mut b = [0u8; 16];
+    if os_random(&mut b).is_err() {
+        // Only when the OS stopped answering after it answered at server start: std's hasher
+        // keys come from the OS too, and SipHash under them is still not guessable.
+        use std::hash::BuildHasher;
+        static N: AtomicU64 = AtomicU64::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let state = std::collections::hash_map::RandomState::new();
+        for (i, half) in b.chunks_mut(8).enumerate() {
+            let h = state.hash_one((n, i, Instant::now()));
+            half.copy_from_slice(&h.to_le_bytes());
+        }
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Fill `buf` from the OS (getrandom(2) on Linux, /dev/urandom elsewhere or without it). A
+/// server calls it once at start so that a machine without randomness is a typed error there.
+pub(crate) fn os_random(buf: &mut [u8]) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        let mut filled = 0;
+        while filled < buf.len() {
+            let rest = &mut buf[filled..];
+            // SAFETY: the pointer and length describe `rest`, which getrandom only writes into.
+            let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                match e.kind() {
+                    io::ErrorKind::Interrupted => continue,
+                    _ if e.raw_os_error() == Some(libc::ENOSYS) => break,
+                    _ => return Err(e),
+                }
+            }
+            filled += n as usize;
+        }
+        if filled == buf.len() {
+            return Ok(());
+        }
+    }
+    std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(buf))
+}
+
 /// How `headers` delimit the body. Refused when two readers of the same bytes could disagree
 /// (a proxy that picks the other header would see a different request end): more than one
 /// `Content-Length`, one that is not a plain byte count, `Content-Length` with

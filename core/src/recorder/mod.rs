@@ -24,7 +24,6 @@ mod proxy;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
@@ -89,7 +88,6 @@ impl Drop for InFlight {
 
 struct Shared {
     slots: RwLock<HashMap<String, Arc<Slot>>>,
-    next: AtomicU64,
     max_body: usize,
 }
 
@@ -114,6 +112,14 @@ impl ModelServer {
 
     /// Start a server that refuses request bodies over `max_body` bytes.
     pub fn start_with(max_body: usize) -> Result<ModelServer> {
+        // Each recording's URL is its only key; a machine that cannot make them unguessable
+        // gets no server rather than guessable URLs.
+        crate::http_server::os_random(&mut [0u8; 16]).map_err(|e| {
+            Error::io(
+                "the operating system gives no random bytes for the recording server's URLs",
+                e,
+            )
+        })?;
         let listener = TcpListener::bind("127.0.0.1:0")
             .map_err(|e| Error::io("cannot start the recording model server on 127.0.0.1", e))?;
         let port = listener
@@ -122,7 +128,6 @@ impl ModelServer {
             .port();
         let shared = Arc::new(Shared {
             slots: RwLock::new(HashMap::new()),
-            next: AtomicU64::new(1),
             max_body,
         });
         let sh = shared.clone();
@@ -161,9 +166,10 @@ impl ModelServer {
 
     /// A new recording answered by `backend`; its calls are kept until it is dropped.
     pub fn record(&self, backend: Backend) -> Recording {
-        let n = self.shared.next.fetch_add(1, Ordering::Relaxed);
-        // Unguessable enough that a stale URL never lands in another rollout.
-        let id = format!("{n:x}-{:08x}", crate::rng::splitmix64(n ^ nanos()) as u32);
+        // The URL is a capability: whoever knows it spends the upstream's key and writes into
+        // this rollout's calls, so its id is 128 bits from the OS (never reused, so a stale URL
+        // never lands in another rollout either).
+        let id = crate::http_server::unguessable_id();
         let slot = Arc::new(Slot {
             backend,
             calls: Mutex::new(Vec::new()),
@@ -191,12 +197,6 @@ impl Drop for ModelServer {
     }
 }
 
-fn nanos() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-}
-
 /// The calls of one rollout, made to its own base URL.
 pub struct Recording {
     id: String,
@@ -217,7 +217,7 @@ impl Recording {
         &self.base_url
     }
 
-    /// The recording's id (the path segment after `/r/`).
+    /// The recording's id (the path segment after `/r/`): 32 hex digits, 128 bits from the OS.
     pub fn id(&self) -> &str {
         &self.id
     }

@@ -22,7 +22,7 @@ pub use options::ServeOptions;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -31,7 +31,7 @@ use crate::env::Environment;
 use crate::error::{Error, Result};
 use crate::http_server::{Conn, HttpServer, Options, Refused, Request, State};
 use protocol::{empty_state, native_action, Fault, Play, ResetArgs};
-use shared::{lock, random_seed, HttpSession, Shared};
+use shared::{lock, HttpSession, Shared};
 
 /// A running OpenEnv server. Stops (closing every connection) on [`Server::stop`] or drop.
 pub struct Server {
@@ -60,6 +60,12 @@ impl Server {
                     .into(),
             ));
         }
+        crate::http_server::os_random(&mut [0u8; 16]).map_err(|e| {
+            Error::io(
+                "the operating system gives no random bytes for unguessable session ids",
+                e,
+            )
+        })?;
         let listener = TcpListener::bind((opts.host.as_str(), opts.port)).map_err(|e| {
             Error::io(
                 format!(
@@ -81,8 +87,6 @@ impl Server {
             opts,
             sessions: AtomicUsize::new(0),
             http_sessions: Mutex::new(HashMap::new()),
-            id_seed: random_seed(),
-            id_counter: AtomicU64::new(0),
         });
         let s = shared.clone();
         let options = Options {

@@ -2,8 +2,7 @@
 //! the HTTP sessions and the id generator.
 
 use std::collections::HashMap;
-use std::io::Read;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -25,36 +24,18 @@ pub(super) struct Shared {
     pub(super) metadata: Vec<u8>,
     pub(super) schema: Vec<u8>,
     pub(super) openapi: Vec<u8>,
-    pub(super) id_seed: u64,
-    pub(super) id_counter: AtomicU64,
 }
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-pub(super) fn random_seed() -> u64 {
-    let mut buf = [0u8; 8];
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut buf))
-        .is_ok()
-    {
-        return u64::from_le_bytes(buf);
-    }
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    crate::rng::splitmix64(t ^ u64::from(std::process::id()))
-}
-
 impl Shared {
-    /// A fresh unguessable id (128 bits from a random seed and a counter).
+    /// A fresh unguessable id: 128 bits from the OS. An HTTP session id is all a client needs
+    /// to step that session, and ids mixed from one seed and a counter gave the seed away
+    /// (SplitMix64 is invertible), and with it every other client's ids.
     pub(super) fn new_id(&self) -> String {
-        let n = self.id_counter.fetch_add(1, Ordering::SeqCst);
-        let a = crate::rng::splitmix64(self.id_seed ^ n);
-        let b = crate::rng::splitmix64(a ^ self.id_seed.rotate_left(17) ^ n);
-        format!("{a:016x}{b:016x}")
+        crate::http_server::unguessable_id()
     }
 
     /// Take a session slot, reaping expired HTTP sessions first; `Err` carries the count.
