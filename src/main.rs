@@ -294,7 +294,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                         "name": p.name,
                         "title": p.title,
                         "kind": if p.kind == nenyax::providers::ProviderKind::Local { "local" } else { "hosted" },
-                        "base_url": p.base_url(),
+                        "base_url": nenyax::openai::redact_url(&p.base_url()),
                         "key_var": p.key_var,
                         "ready": ready.is_ok(),
                         "needs": ready.err(),

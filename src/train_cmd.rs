@@ -286,10 +286,8 @@ pub fn run(a: TrainArgs) -> ExitCode {
         Err(e) => return fail(&e),
     };
     if a.dry_run {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&cfg.to_json()).expect("serialises")
-        );
+        let shown = serde_json::to_string_pretty(&cfg.to_json()).expect("serialises");
+        println!("{}", nenyax::openai::redact_url(&shown));
         return ExitCode::SUCCESS;
     }
     let mut built = match cfg.build() {

@@ -576,3 +576,140 @@ fn recording_ids_are_128_random_bits_and_guessed_ids_reach_nothing() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(recs[0].calls().len(), 1);
 }
+
+/// A port nothing listens on (bound, then closed).
+fn closed_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+#[test]
+fn a_login_in_an_upstream_url_is_sent_but_never_shown_or_recorded() {
+    // Still usable: ureq sends it as basic auth, and an API key (Bearer) wins over it.
+    let (up, seen, _) = upstream();
+    let with_login = up.replacen("http://", "http://user:secret@", 1);
+    let server = ModelServer::start().unwrap();
+    let rec = server.record(Backend::Upstream(Arc::new(Upstream::new(&with_login))));
+    let (s, body) = post(
+        &format!("{}/chat/completions", rec.base_url()),
+        r#"{"model":"ok","messages":[{"role":"user","content":"hi"}]}"#,
+    );
+    assert_eq!(s, 200, "{body}");
+    let auth = seen.lock().unwrap().last().unwrap().1.clone();
+    // base64("user:secret")
+    assert_eq!(auth.as_deref(), Some("Basic dXNlcjpzZWNyZXQ="));
+
+    // Unreachable, and an upstream error: neither the reply, the record nor a Debug print
+    // shows the password.
+    let dead = format!("http://user:secret@127.0.0.1:{}/v1", closed_port());
+    for (base, model) in [(dead.as_str(), "ok"), (with_login.as_str(), "fail500")] {
+        let backend = Backend::Upstream(Arc::new(Upstream::new(base).retries(0, Duration::ZERO)));
+        assert!(!format!("{backend:?}").contains("secret"), "{backend:?}");
+        let rec = server.record(backend);
+        let (s, body) = post(
+            &format!("{}/chat/completions", rec.base_url()),
+            &json!({"model": model, "messages": [{"role": "user", "content": "hi"}]}).to_string(),
+        );
+        assert!(s >= 500, "{base} {model}: {s} {body}");
+        assert!(!body.contains("secret"), "{body}");
+        let calls = serde_json::to_string(&rec.calls()).unwrap();
+        assert!(calls.contains("error"), "{calls}");
+        assert!(!calls.contains("secret"), "{calls}");
+    }
+    let e = nenyax::Endpoint::new(&dead, "m");
+    assert!(!format!("{e:?}").contains("secret"), "{e:?}");
+    let missing = e
+        .api_key_from_env("NENYAX_TEST_NO_SUCH_KEY_VAR")
+        .unwrap_err();
+    assert!(!missing.to_string().contains("secret"), "{missing}");
+}
+
+#[test]
+fn the_cli_never_prints_or_writes_a_login_from_base_url() {
+    let (up, seen, _) = upstream();
+    let dir = tempfile::tempdir().unwrap();
+    let dead = format!("http://user:secret@127.0.0.1:{}/v1", closed_port());
+    let failing = up.replacen("http://", "http://user:secret@", 1);
+    let bin = env!("CARGO_BIN_EXE_nenyax");
+    let mut runs = Vec::new();
+    for (i, (base, model)) in [(dead.as_str(), "m"), (failing.as_str(), "fail500")]
+        .into_iter()
+        .enumerate()
+    {
+        let out = dir.path().join(format!("t{i}.jsonl"));
+        let o = std::process::Command::new(bin)
+            .args([
+                "run",
+                "builtin:arithmetic",
+                "--policy",
+                "endpoint",
+                "--base-url",
+                base,
+            ])
+            .args(["--model", model, "--retries", "0", "-n", "2", "--out"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        let written = std::fs::read_to_string(&out).unwrap_or_default();
+        assert!(
+            written.contains("EndpointError"),
+            "the run failed on the endpoint and wrote it down: {written}"
+        );
+        runs.push((format!("run {base}"), o, written));
+        let o = std::process::Command::new(bin)
+            .args([
+                "try",
+                "builtin:arithmetic",
+                "--policy",
+                "endpoint",
+                "--base-url",
+                base,
+            ])
+            .args(["--model", model, "--retries", "0"])
+            .output()
+            .unwrap();
+        runs.push((format!("try {base}"), o, String::new()));
+    }
+    // The server did get the login, as basic auth.
+    assert!(seen
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|(_, a)| a.as_deref() == Some("Basic dXNlcjpzZWNyZXQ=")));
+    let o = std::process::Command::new(bin)
+        .args([
+            "train",
+            "builtin:arithmetic",
+            "--model",
+            "m",
+            "--dry-run",
+            "--base-url",
+        ])
+        .arg(&dead)
+        .output()
+        .unwrap();
+    runs.push(("train --dry-run".into(), o, String::new()));
+    let o = std::process::Command::new(bin)
+        .arg("integrations")
+        .env("NENYAX_VLLM_BASE_URL", &dead)
+        .output()
+        .unwrap();
+    runs.push(("integrations".into(), o, String::new()));
+    for (what, o, written) in &runs {
+        let (out, err) = (
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+        );
+        assert!(
+            out.contains("***@127.0.0.1") || err.contains("***@127.0.0.1"),
+            "{what}: the URL is still named, without its login:\n{out}\n{err}"
+        );
+        for (name, text) in [
+            ("stdout", &*out),
+            ("stderr", &*err),
+            ("trajectory", written),
+        ] {
+            assert!(!text.contains("secret"), "{what}: {name} shows it:\n{text}");
+        }
+    }
+}

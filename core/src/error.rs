@@ -118,8 +118,12 @@ pub enum Error {
         /// What is wrong and what is expected.
         message: String,
     },
-    /// A model endpoint failed after its retries.
-    #[error("endpoint {url}: {message}")]
+    /// A model endpoint failed after its retries. Shown with any login in a URL hidden.
+    #[error(
+        "endpoint {}: {}",
+        crate::openai::redact_url(url),
+        crate::openai::redact_url(message)
+    )]
     Endpoint {
         /// The URL called.
         url: String,

@@ -10,7 +10,7 @@ use super::providers::{provider, Provider, ProviderKind};
 use crate::contract::{Message, ModelCall};
 use crate::error::{Error, Result};
 use crate::openai::wire::{add_capture, chat_request, reply_from_response, truncate};
-use crate::openai::{Client, RetryPolicy, Route, Upstream};
+use crate::openai::{redact_url, Client, RetryPolicy, Route, Upstream};
 
 /// Any OpenAI-compatible chat-completions server (vLLM, SGLang, Ollama, hosted APIs).
 ///
@@ -58,7 +58,7 @@ impl Drop for Permit<'_> {
 impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Endpoint")
-            .field("base_url", &self.base_url)
+            .field("base_url", &redact_url(&self.base_url))
             .field("model", &self.model)
             .field("policy", &self.client.policy())
             .finish_non_exhaustive()
@@ -88,7 +88,7 @@ impl Endpoint {
         let key = std::env::var(var).map_err(|_| {
             Error::Config(format!(
                 "environment variable {var} is not set; export it with the API key for {}",
-                self.base_url
+                redact_url(&self.base_url)
             ))
         })?;
         Ok(self.api_key(key))
@@ -159,8 +159,10 @@ impl Endpoint {
 
     fn post(&self, body: &Map<String, Value>) -> Result<Map<String, Value>> {
         let url = self.url();
+        // The URL may carry a login (sent as basic auth); errors end up on screen and in
+        // trajectories, so they name it without one.
         let fail = |message: String| Error::Endpoint {
-            url: url.clone(),
+            url: redact_url(&url).into_owned(),
             message,
         };
         let gave_up = |attempts: u32| {

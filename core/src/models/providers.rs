@@ -218,13 +218,15 @@ impl Provider {
                 _ => Err(format!("export {} with your API key", self.key_var)),
             },
             ProviderKind::Local => {
+                // Shown to the user: a login in the override stays hidden.
                 let url = format!("{}/models", self.base_url());
+                let shown = crate::openai::redact_url(&url);
                 let probe = Client::new(RetryPolicy::once(Duration::from_millis(500)));
                 match probe.get(&url, &[]) {
                     Ok(r) if (200..300).contains(&r.status()) => Ok(()),
-                    Ok(r) => Err(format!("{url} answered HTTP {}", r.status())),
+                    Ok(r) => Err(format!("{shown} answered HTTP {}", r.status())),
                     Err(_) => Err(format!(
-                        "no server at {url}; start {} (or set {})",
+                        "no server at {shown}; start {} (or set {})",
                         self.title,
                         self.base_url_var()
                     )),

@@ -6,6 +6,7 @@
 use serde_json::{Map, Value};
 use std::time::Duration;
 
+use super::redact::redact_url;
 use super::wire::truncate;
 use ureq::http::Response;
 use ureq::Body;
@@ -83,7 +84,7 @@ pub fn retryable_status(status: u16) -> bool {
 /// A call that got no usable answer: the URL, the status when the server answered, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpError {
-    /// The URL called.
+    /// The URL called, any login in it replaced by `***`.
     pub url: String,
     /// The HTTP status, when there was one.
     pub status: Option<u16>,
@@ -298,10 +299,11 @@ impl Client {
                 }
                 Err(e) => {
                     if attempt >= self.policy.retries {
+                        // Callers print and record this; a login in the URL stays out of it.
                         return Err(HttpError {
-                            url: url.to_string(),
+                            url: redact_url(url).into_owned(),
                             status: None,
-                            message: e.to_string(),
+                            message: redact_url(&e.to_string()).into_owned(),
                             attempts: attempt + 1,
                         });
                     }

@@ -5,12 +5,14 @@
 //! all speak through it; it depends on the contract only.
 
 pub mod client;
+mod redact;
 pub mod responses;
 pub mod sse;
 mod upstream;
 pub mod wire;
 
 pub use client::{Client, HttpError, RetryPolicy};
+pub use redact::redact_url;
 pub use sse::assemble_stream;
 pub use upstream::Upstream;
 pub use wire::Route;

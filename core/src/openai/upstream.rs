@@ -16,7 +16,7 @@ impl std::fmt::Debug for Upstream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never the key.
         f.debug_struct("Upstream")
-            .field("base_url", &self.base_url)
+            .field("base_url", &super::redact_url(&self.base_url))
             .field("model", &self.model)
             .field("capture_tokens", &self.capture_tokens)
             .finish_non_exhaustive()
@@ -74,7 +74,8 @@ impl Upstream {
         self
     }
 
-    /// The base URL.
+    /// The base URL, as given (with any login in it: print it through
+    /// [`redact_url`](super::redact_url)).
     pub fn base_url(&self) -> &str {
         &self.base_url
     }

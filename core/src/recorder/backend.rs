@@ -30,7 +30,11 @@ impl std::fmt::Debug for Backend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Backend::Model(m) => write!(f, "Backend::Model({})", m.name()),
-            Backend::Upstream(u) => write!(f, "Backend::Upstream({})", u.base_url),
+            Backend::Upstream(u) => write!(
+                f,
+                "Backend::Upstream({})",
+                crate::openai::redact_url(&u.base_url)
+            ),
         }
     }
 }

@@ -9,7 +9,7 @@ use super::exchange::{failed_call, respond_error, Exchange, SseWriter, JSON};
 use crate::contract::ModelCall;
 use crate::openai::sse::{assemble_stream, stream_finished};
 use crate::openai::wire::{add_capture, truncate, wants_stream};
-use crate::openai::{Route, Upstream};
+use crate::openai::{redact_url, Route, Upstream};
 
 pub(super) fn proxy(
     ex: &mut Exchange<'_>,
@@ -34,8 +34,10 @@ pub(super) fn proxy(
     let mut answer = match up.client.post_json(&url, &payload, &[]) {
         Ok(a) => a,
         Err(e) => {
+            // Recorded in the rollout's calls and sent to the environment: no login in it.
             let msg = format!(
-                "upstream {url} could not be reached: {} (after {} attempt{})",
+                "upstream {} could not be reached: {} (after {} attempt{})",
+                redact_url(&url),
                 e.message,
                 e.attempts,
                 if e.attempts == 1 { "" } else { "s" }
