@@ -664,7 +664,7 @@ fn a_head_trickled_a_byte_at_a_time_is_cut_off_at_the_head_timeout() {
     assert!(closed, "still open after {took:?}: {out:?}");
     assert!(out.starts_with("HTTP/1.1 408 "), "{out}");
     assert!(
-        took >= Duration::from_millis(900) && took < Duration::from_millis(2500),
+        took >= Duration::from_millis(900) && took < Duration::from_millis(4000),
         "closed after {took:?}, want about the 1 s head timeout"
     );
     trickle.join().unwrap();

@@ -335,9 +335,13 @@ impl Conn {
     }
 
     /// Answer a request that cannot be served and end the connection, reading what the client
-    /// still sends for a moment so that the answer is not lost to a reset.
+    /// still sends for a moment so that the answer is not lost to a reset; except after a 408,
+    /// where the client is the slow one and waiting on it longer is what the deadline prevents.
     pub fn refuse(mut self, status: u16, content_type: &str, body: &[u8]) {
         let _ = self.respond(status, content_type, body, false);
+        if status == 408 {
+            return self.finish();
+        }
         self.drain();
     }
 
@@ -757,5 +761,34 @@ mod tests {
         ] {
             assert_eq!(f(unknown), Err(501), "{unknown:?}");
         }
+    }
+
+    #[test]
+    fn a_trickled_head_is_cut_off_at_its_deadline_not_the_idle_timeout() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let client = std::thread::spawn(move || {
+            let mut s = TcpStream::connect(addr).unwrap();
+            for b in b"GET / HTTP/1.1\r\nx: ".iter().chain([b'a'; 200].iter()) {
+                if s.write_all(&[*b]).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        let (stream, _) = listener.accept().unwrap();
+        let mut conn = Conn::new(stream, Duration::from_secs(30))
+            .with_head_timeout(Duration::from_millis(300));
+        let t0 = Instant::now();
+        let status = match conn.read_head() {
+            Err(Refused::Reject(s, _)) => s,
+            Err(Refused::Gone) => 0,
+            Ok(_) => 200,
+        };
+        let took = t0.elapsed();
+        drop(conn);
+        client.join().unwrap();
+        assert_eq!(status, 408);
+        assert!(took < Duration::from_secs(2), "{took:?}");
     }
 }

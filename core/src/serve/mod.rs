@@ -164,8 +164,9 @@ fn handle_connection(stream: TcpStream, shared: &Arc<Shared>, state: &State) {
             Err(Refused::Gone) => return,
             Err(Refused::Reject(status, msg)) => {
                 let body = json!({"detail": msg}).to_string();
-                let _ = conn.respond(status, JSON, body.as_bytes(), false);
-                return conn.finish();
+                // Drained, so that a client still sending (a head over the limit) reads the
+                // answer instead of a reset.
+                return conn.refuse(status, JSON, body.as_bytes());
             }
         };
         if req.has_token("upgrade", "websocket") {
