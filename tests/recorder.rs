@@ -525,6 +525,23 @@ fn a_call_smuggled_behind_an_ambiguous_length_is_refused_and_never_recorded() {
         );
         assert!(!out.contains("you said"), "{framing}: {out}");
     }
+    // A body the server answers without reading (a GET with one, an unknown route or
+    // recording) must not be read as the next request either.
+    for first in [
+        format!("GET /r/{}/v1/models", rec.id()),
+        format!("POST /r/{}/v1/embeddings", rec.id()),
+        "POST /r/0123456789abcdef0123456789abcdef/v1/chat/completions".to_string(),
+        "POST /nowhere".to_string(),
+    ] {
+        let raw = format!(
+            "{first} HTTP/1.1\r\ncontent-length: {}\r\n\r\n{inner}",
+            inner.len()
+        );
+        let out = raw_exchange(&server, raw.as_bytes());
+        assert_eq!(out.matches("HTTP/1.1 ").count(), 1, "{first}: {out}");
+        assert!(out.contains("connection: close"), "{first}: {out}");
+        assert!(!out.contains("you said"), "{first}: {out}");
+    }
     assert!(rec.calls().is_empty(), "{:?}", rec.calls());
 }
 

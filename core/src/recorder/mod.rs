@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use crate::contract::ModelCall;
 use crate::error::{Error, Result};
-use crate::http_server::{Conn, HttpServer, Options, Refused, Request, State};
+use crate::http_server::{Conn, Framing, HttpServer, Options, Refused, Request, State};
 use crate::openai::wire::error_body;
 pub use backend::Backend;
 use exchange::{failed_call, respond_error, respond_json, Exchange, JSON};
@@ -297,6 +297,7 @@ fn handle(ex: &mut Exchange<'_>, mut req: Request, shared: &Shared) {
         .and_then(|p| p.split_once("/v1/"))
         .map(|(id, rest)| (id.to_string(), rest.trim_end_matches('/').to_string()))
     else {
+        body_left_unread(ex, &req);
         return respond_error(
             ex,
             404,
@@ -312,12 +313,13 @@ fn handle(ex: &mut Exchange<'_>, mut req: Request, shared: &Shared) {
         ("POST", "responses") => Route::Responses,
         ("GET", "models") => Route::Models,
         (m, r) => {
+            body_left_unread(ex, &req);
             return respond_error(
                 ex,
                 404,
                 "not_found",
                 &format!("no route {m} /v1/{r}; served: POST chat/completions, completions, responses; GET models"),
-            )
+            );
         }
     };
     let slot = shared
@@ -327,6 +329,7 @@ fn handle(ex: &mut Exchange<'_>, mut req: Request, shared: &Shared) {
         .get(&id)
         .cloned();
     let Some(slot) = slot else {
+        body_left_unread(ex, &req);
         return respond_error(
             ex,
             404,
@@ -336,6 +339,7 @@ fn handle(ex: &mut Exchange<'_>, mut req: Request, shared: &Shared) {
     };
     let _in_flight = slot.begin();
     if route == Route::Models {
+        body_left_unread(ex, &req);
         let name = match &slot.backend {
             Backend::Model(m) => m.name(),
             Backend::Upstream(u) => u.model_name().unwrap_or("upstream").to_string(),
@@ -382,6 +386,16 @@ fn handle(ex: &mut Exchange<'_>, mut req: Request, shared: &Shared) {
         Backend::Upstream(up) => proxy::proxy(ex, route, body, up, t0),
     };
     slot.push(call);
+}
+
+/// The answer to `req` will not read its body, so the connection closes after it (drained):
+/// kept open, the body's bytes would be read as the next request, one the client never framed
+/// as one (a proxy in front would see a single request).
+fn body_left_unread(ex: &mut Exchange<'_>, req: &Request) {
+    if req.framing != Framing::Empty {
+        ex.keep = false;
+        ex.drain = true;
+    }
 }
 
 /// What a malformed body looked like, clipped, for the record.
