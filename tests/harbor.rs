@@ -365,6 +365,21 @@ fn copy_reads_nothing_outside_the_build_context() {
     std::os::unix::fs::symlink("inner.txt", t.join("environment/in-link")).unwrap();
     let r = load(&format!("harbor:{}", t.display()));
     assert!(r.is_ok(), "{:?}", r.err().map(|e| e.to_string()));
+    // A FIFO in the context would block the copy forever.
+    let (_dir, t) = task_with_dockerfile("FROM ubuntu:24.04\nCOPY pipe /app/p\n");
+    let made = std::process::Command::new("mkfifo")
+        .arg(t.join("environment/pipe"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let msg = load(&format!("harbor:{}", t.display()))
+        .err()
+        .expect("a FIFO was accepted as a COPY source")
+        .to_string();
+    assert!(
+        msg.contains("not a regular file") && msg.contains("line 2"),
+        "{msg}"
+    );
     // The task's own files are read as root too: an instruction or tests that lead out are
     // refused.
     for name in ["instruction.md", "tests"] {

@@ -557,6 +557,10 @@ fn context_source(context: &Path, src: &str) -> std::result::Result<PathBuf, Str
         )
     })?;
     match std::fs::canonicalize(root.join(&rel)) {
+        // A FIFO or device would block or never end the copy.
+        Ok(real) if real.starts_with(&root) && !(real.is_file() || real.is_dir()) => Err(format!(
+            "the source `{src}` is not a regular file or directory (a FIFO, socket or device)"
+        )),
         Ok(real) if real.starts_with(&root) => Ok(real),
         Ok(_) => Err(outside()),
         Err(_) => Err(format!(
