@@ -376,6 +376,23 @@ fn root_in_a_jail_cannot_write_the_host() {
         let r = sb.sh("grep NoNewPrivs /proc/self/status").unwrap();
         assert_eq!(r.stdout, "NoNewPrivs:\t1\n", "{r:?}");
     }
+    // Root of the jail's user namespace is no exception to the process-count limit.
+    let mut cfg = SandboxConfig::new(BackendKind::Jail);
+    cfg.root = true;
+    cfg.limits.processes = Some(20);
+    let r = Sandbox::create(cfg)
+        .unwrap()
+        .exec(
+            &Exec::argv([
+                "python3",
+                "-c",
+                "import os, time\nn = 0\nfor i in range(60):\n    try:\n        if os.fork() == 0:\n            time.sleep(2); os._exit(0)\n        n += 1\n    except OSError: pass\nprint(n)",
+            ])
+            .timeout(Duration::from_secs(20)),
+        )
+        .unwrap();
+    let n: usize = r.stdout.trim().parse().unwrap_or(999);
+    assert!(n < 20, "root ran {n} processes under a limit of 20: {r:?}");
     // What root is for: owning and changing the sandbox's own files.
     let r = sb
         .sh("touch /app/f && chmod 600 /app/f && chown root:root /app/f && echo ok")

@@ -187,10 +187,13 @@ fn host_root_read_only(kind: BackendKind) -> Result<(bool, String)> {
         let r = sb.sh(&format!("touch {marker} 2>&1 || echo refused"))?;
         let wrote = landed(&marker);
         held &= r.stdout.contains("refused") && !wrote;
+        // touch's reason is the text after its last colon.
+        let first = r.stdout.lines().next().unwrap_or("");
+        let why = first.rsplit(": ").next().unwrap_or(first).trim();
         seen.push(format!(
             "as {}: {}",
             if root { "root" } else { "nobody" },
-            r.stdout.trim()
+            if wrote { "written on the host" } else { why }
         ));
     }
     Ok((held, format!("writing /usr {}", seen.join("; "))))
