@@ -163,6 +163,14 @@ impl Sandbox {
                 config.backend.name()
             )));
         }
+        if config.root && config.backend == BackendKind::Jail {
+            if let Err(why) = process::user_namespace_ready() {
+                return Err(Error::Sandbox(format!(
+                    "a jail with root: true runs as root of a user namespace, which cannot be \
+                     made here: {why}; use root: false"
+                )));
+            }
+        }
         let dir = tempfile::Builder::new()
             .prefix("nenyax-sbx-")
             .tempdir()

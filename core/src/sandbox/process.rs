@@ -73,6 +73,39 @@ pub(super) fn jail_ready() -> std::result::Result<(), String> {
         .clone()
 }
 
+/// Why `root: true` cannot run here: a build without the jail has no user namespaces either.
+#[cfg(not(feature = "sandbox"))]
+pub(super) fn user_namespace_ready() -> std::result::Result<(), String> {
+    jail_ready()
+}
+
+#[cfg(feature = "sandbox")]
+/// Whether a jail's command can make the user namespace that `root: true` runs in (probed
+/// once).
+pub(super) fn user_namespace_ready() -> std::result::Result<(), String> {
+    static READY: OnceLock<std::result::Result<(), String>> = OnceLock::new();
+    READY
+        .get_or_init(|| {
+            let mut cmd = Command::new("/bin/true");
+            // SAFETY: unshare is a plain system call, safe between fork and exec.
+            unsafe {
+                cmd.pre_exec(|| {
+                    unshare(CloneFlags::CLONE_NEWUSER).map_err(std::io::Error::from)?;
+                    Ok(())
+                });
+            }
+            match cmd.status() {
+                Ok(s) if s.success() => Ok(()),
+                Ok(s) => Err(format!("a probe in a new user namespace failed ({s})")),
+                Err(e) => Err(format!(
+                    "cannot create a user namespace ({e}); check that user.max_user_namespaces \
+                     is above 0"
+                )),
+            }
+        })
+        .clone()
+}
+
 #[cfg(feature = "sandbox")]
 fn jail_flags(network: bool) -> CloneFlags {
     let mut f = CloneFlags::CLONE_NEWNS
@@ -464,6 +497,15 @@ fn scrub_init(plan: &JailPlan) {
 }
 
 #[cfg(feature = "sandbox")]
+/// Close the descriptors that are open (-1 stands for none).
+fn close_fds(fds: &[i32]) {
+    for &fd in fds.iter().filter(|fd| **fd >= 0) {
+        // SAFETY: closing a descriptor this process owns.
+        unsafe { libc::close(fd) };
+    }
+}
+
+#[cfg(feature = "sandbox")]
 /// `/proc/<pid>/<file>` as a NUL-terminated path in `buf` (no allocation).
 fn proc_path<'a>(buf: &'a mut [u8; 64], pid: i32, file: &[u8]) -> &'a [u8] {
     let mut digits = [0u8; 12];
@@ -693,6 +735,9 @@ fn jail_child(plan: &JailPlan, limits: &ChildLimits, network: bool) -> std::io::
                 Ok(ForkResult::Parent { child }) => {
                     // Init: map the command's user namespace, then reap everything until the
                     // command ends.
+                    // Only the command's ends stay open over there: if it dies before it
+                    // asks, init's read sees the end instead of waiting forever.
+                    close_fds(&[ready[1], go[0]]);
                     map_user_namespace(plan, child, ready[0], go[1]);
                     close_from_3_except(wfd.as_raw_fd());
                     let report = loop {
@@ -716,6 +761,7 @@ fn jail_child(plan: &JailPlan, limits: &ChildLimits, network: bool) -> std::io::
                 }
                 Ok(ForkResult::Child) => {
                     drop(wfd);
+                    close_fds(&[ready[0], go[1]]);
                     apply_limits(limits).map_err(std::io::Error::from)?;
                     if plan.userns.is_some() {
                         if let Err((what, e)) = become_namespace_root(ready[1], go[0]) {
@@ -730,12 +776,7 @@ fn jail_child(plan: &JailPlan, limits: &ChildLimits, network: bool) -> std::io::
                                 125,
                             );
                         }
-                        // SAFETY: closing our own pipe ends.
-                        unsafe {
-                            for fd in ready.into_iter().chain(go) {
-                                libc::close(fd);
-                            }
-                        }
+                        close_fds(&[ready[1], go[0]]);
                     }
                     // The host's setuid programs are visible in the jail: running one must not
                     // make the command (the sandbox user) the host's root.
