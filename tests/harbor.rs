@@ -301,3 +301,95 @@ fn incontext_trains_on_a_task_mode_environment() {
     assert_eq!(r.rounds[1].failed_episodes, 0, "{}", r.render());
     assert_eq!(r.rounds[1].train_score, Some(0.0));
 }
+
+/// A task whose Dockerfile is `lines`, in `<tmp>/t`, next to a file `<tmp>/secret.txt` that is
+/// outside its build context (`<tmp>/t/environment`).
+fn task_with_dockerfile(lines: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("t");
+    std::fs::create_dir_all(t.join("environment")).unwrap();
+    std::fs::write(dir.path().join("secret.txt"), "host secret\n").unwrap();
+    std::fs::write(t.join("task.toml"), "version = \"1.0\"\n").unwrap();
+    std::fs::write(t.join("instruction.md"), "x").unwrap();
+    std::fs::write(t.join("environment/Dockerfile"), lines).unwrap();
+    (dir, t)
+}
+
+/// COPY and ADD read the build context only, as Docker does: `..`, an absolute source and a
+/// symlink that leads out are refused, naming the line and the source; inside, a symlink and a
+/// `..` that stays in are fine and an absolute source is taken from the context.
+#[test]
+fn copy_reads_nothing_outside_the_build_context() {
+    let escapes = [
+        "COPY ../../secret.txt /app/y".to_string(),
+        "ADD ../secret.txt /app/y".to_string(),
+        "COPY link /app/y".to_string(),
+        "COPY dirlink/secret.txt /app/y".to_string(),
+    ];
+    for line in &escapes {
+        let (dir, t) = task_with_dockerfile(&format!("FROM ubuntu:24.04\n{line}\nWORKDIR /app\n"));
+        std::os::unix::fs::symlink("../../secret.txt", t.join("environment/link")).unwrap();
+        std::os::unix::fs::symlink(dir.path(), t.join("environment/dirlink")).unwrap();
+        let e = load(&format!("harbor:{}", t.display()))
+            .err()
+            .unwrap_or_else(|| panic!("`{line}` was accepted"));
+        let msg = e.to_string();
+        assert!(
+            msg.contains("outside the build context") && msg.contains(line.as_str()),
+            "{line}: {msg}"
+        );
+        assert!(msg.contains("line 2"), "{msg}");
+    }
+    // An absolute source is the context's, as in Docker: the host's file is not read.
+    let (dir, t) = task_with_dockerfile("");
+    let abs = dir.path().join("secret.txt");
+    std::fs::write(
+        t.join("environment/Dockerfile"),
+        format!("FROM ubuntu:24.04\nCOPY {} /app/x\n", abs.display()),
+    )
+    .unwrap();
+    let msg = load(&format!("harbor:{}", t.display()))
+        .err()
+        .expect("the host's absolute path was read")
+        .to_string();
+    assert!(
+        msg.contains("does not exist") && msg.contains("line 2"),
+        "{msg}"
+    );
+    // Inside the context: a symlink, `..` that comes back, and `/` meaning the context.
+    let (_dir, t) = task_with_dockerfile(
+        "FROM ubuntu:24.04\nCOPY inner.txt /app/a\nCOPY sub/../inner.txt /app/b\nCOPY /inner.txt /app/c\nCOPY in-link /app/d\n",
+    );
+    std::fs::create_dir(t.join("environment/sub")).unwrap();
+    std::fs::write(t.join("environment/inner.txt"), "ok").unwrap();
+    std::os::unix::fs::symlink("inner.txt", t.join("environment/in-link")).unwrap();
+    let r = load(&format!("harbor:{}", t.display()));
+    assert!(r.is_ok(), "{:?}", r.err().map(|e| e.to_string()));
+    // A FIFO in the context would block the copy forever.
+    let (_dir, t) = task_with_dockerfile("FROM ubuntu:24.04\nCOPY pipe /app/p\n");
+    let made = std::process::Command::new("mkfifo")
+        .arg(t.join("environment/pipe"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let msg = load(&format!("harbor:{}", t.display()))
+        .err()
+        .expect("a FIFO was accepted as a COPY source")
+        .to_string();
+    assert!(
+        msg.contains("not a regular file") && msg.contains("line 2"),
+        "{msg}"
+    );
+    // The task's own files are read as root too: an instruction or tests that lead out are
+    // refused.
+    for name in ["instruction.md", "tests"] {
+        let (dir, t) = task_with_dockerfile("FROM ubuntu:24.04\n");
+        let _ = std::fs::remove_file(t.join(name));
+        std::os::unix::fs::symlink(dir.path().join("secret.txt"), t.join(name)).unwrap();
+        let msg = load(&format!("harbor:{}", t.display()))
+            .err()
+            .unwrap_or_else(|| panic!("a {name} symlink out of the task was followed"))
+            .to_string();
+        assert!(msg.contains("outside the task directory"), "{msg}");
+    }
+}

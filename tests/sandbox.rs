@@ -323,3 +323,195 @@ fn select_picks_the_lightest_safe_enough_backend() {
         "{e}"
     );
 }
+
+/// A jail for the attacks below, as the unprivileged sandbox user or as root; `None` (and a
+/// note) where this machine cannot make jails.
+fn jail(root: bool) -> Option<Sandbox> {
+    if let Err(why) = BackendKind::Jail.ready() {
+        eprintln!("jail backend not tested here: {why}");
+        return None;
+    }
+    let mut cfg = SandboxConfig::new(BackendKind::Jail);
+    cfg.root = root;
+    Some(Sandbox::create(cfg).unwrap())
+}
+
+/// Root in a jail stays root of the jail only: remounting a host directory read-write (in the
+/// jail's mount namespace or a new one), escaping the root with the chroot trick, or writing a
+/// kernel setting must not change anything on the host.
+#[test]
+fn root_in_a_jail_cannot_write_the_host() {
+    let Some(sb) = jail(true) else { return };
+    assert_eq!(
+        sb.sh("id -u").unwrap().stdout,
+        "0\n",
+        "root: true keeps uid 0"
+    );
+    let marker = format!("/usr/nenyax-marker-{}", sb.id());
+    let escape = format!(
+        "python3 -c \"import os\nos.mkdir('/tmp/x')\nos.chroot('/tmp/x')\nfor _ in range(64): os.chdir('..')\nos.chroot('.')\nopen('{marker}', 'w')\""
+    );
+    let attacks = [
+        format!("mount -o remount,rw,bind /usr && touch {marker}"),
+        format!("unshare -m sh -c 'mount -o remount,rw,bind /usr && touch {marker}'"),
+        format!("unshare -Ur -m sh -c 'mount -o remount,rw,bind /usr && touch {marker}'"),
+        escape,
+    ];
+    for attack in &attacks {
+        let r = sb.sh(attack).unwrap();
+        let landed = std::path::Path::new(&marker).exists();
+        let _ = std::fs::remove_file(&marker);
+        assert!(!landed, "`{attack}` wrote {marker} on the host: {r:?}");
+    }
+    // Writing a sysctl back with its own value changes nothing, but must be refused.
+    let r = sb
+        .sh("v=$(cat /proc/sys/vm/overcommit_ratio) && echo $v > /proc/sys/vm/overcommit_ratio && echo wrote")
+        .unwrap();
+    assert!(
+        !r.stdout.contains("wrote"),
+        "root wrote a kernel setting: {r:?}"
+    );
+    // The host's setuid programs raise nobody's privileges (as nobody the same holds).
+    for sb in [&sb, &jail(false).unwrap()] {
+        let r = sb.sh("grep NoNewPrivs /proc/self/status").unwrap();
+        assert_eq!(r.stdout, "NoNewPrivs:\t1\n", "{r:?}");
+    }
+    // Root of the jail's user namespace is no exception to the process-count limit.
+    let mut cfg = SandboxConfig::new(BackendKind::Jail);
+    cfg.root = true;
+    cfg.limits.processes = Some(20);
+    let r = Sandbox::create(cfg)
+        .unwrap()
+        .exec(
+            &Exec::argv([
+                "python3",
+                "-c",
+                "import os, time\nn = 0\nfor i in range(60):\n    try:\n        if os.fork() == 0:\n            time.sleep(2); os._exit(0)\n        n += 1\n    except OSError: pass\nprint(n)",
+            ])
+            .timeout(Duration::from_secs(20)),
+        )
+        .unwrap();
+    let n: usize = r.stdout.trim().parse().unwrap_or(999);
+    assert!(n < 20, "root ran {n} processes under a limit of 20: {r:?}");
+    // What root is for: owning and changing the sandbox's own files.
+    let r = sb
+        .sh("touch /app/f && chmod 600 /app/f && chown root:root /app/f && echo ok")
+        .unwrap();
+    assert_eq!(r.stdout, "ok\n", "{r:?}");
+}
+
+/// `/dev` in a jail is its own: a minimal set of devices, and a `/dev/shm` that is private,
+/// capped and gone with the command.
+#[test]
+fn a_jail_has_a_private_dev_and_shm() {
+    for root in [false, true] {
+        let Some(sb) = jail(root) else { return };
+        let name = format!("nenyax-shm-{}", sb.id());
+        let r = sb
+            .sh(&format!(
+                "echo inside > /dev/shm/{name} && cat /dev/shm/{name}"
+            ))
+            .unwrap();
+        assert_eq!(r.stdout, "inside\n", "root={root}: /dev/shm works: {r:?}");
+        assert!(
+            !std::path::Path::new("/dev/shm").join(&name).exists(),
+            "root={root}: a file written to the jail's /dev/shm is on the host"
+        );
+        let r = sb.sh("ls -A /dev | sort | tr '\\n' ' '").unwrap();
+        let allowed = [
+            "fd", "full", "null", "ptmx", "pts", "random", "shm", "stderr", "stdin", "stdout",
+            "tty", "urandom", "zero",
+        ];
+        let extra: Vec<&str> = r
+            .stdout
+            .split_whitespace()
+            .filter(|d| !allowed.contains(d))
+            .collect();
+        assert!(
+            extra.is_empty(),
+            "root={root}: host devices in the jail: {extra:?}"
+        );
+        let r = sb
+            .sh("head -c 3 /dev/zero | od -An -tx1 | tr -d ' \\n'; head -c 5 /dev/urandom | wc -c; echo x > /dev/null && echo null; echo x > /dev/full 2>/dev/null || echo full; readlink /dev/stderr; ls /dev/fd/ | grep -qx 1 && echo fd")
+            .unwrap();
+        assert_eq!(
+            r.stdout, "0000005\nnull\nfull\n/proc/self/fd/2\nfd\n",
+            "root={root}: {r:?}"
+        );
+        // 100 MiB into a tmpfs capped below that: the write stops at the cap.
+        let r = sb
+            .sh("head -c 104857600 /dev/zero > /dev/shm/big 2>/dev/null; stat -c %s /dev/shm/big")
+            .unwrap();
+        let size: u64 = r.stdout.trim().parse().unwrap_or(u64::MAX);
+        assert!(
+            size <= nenyax::sandbox::JAIL_SHM_BYTES,
+            "root={root}: /dev/shm took {size} bytes: {r:?}"
+        );
+        let r = sb.sh("touch /dev/new 2>/dev/null || echo refused").unwrap();
+        assert_eq!(
+            r.stdout, "refused\n",
+            "root={root}: /dev itself is read-only"
+        );
+    }
+}
+
+/// The jail's `/proc` shows its own processes only, and its PID 1 gives nothing of the host's
+/// nenyax away: not its command line, environment or memory map.
+#[test]
+fn a_jail_proc_shows_nothing_of_the_host() {
+    let host_cmdline = std::fs::read("/proc/self/cmdline").unwrap();
+    let argv0 = std::env::args().next().unwrap();
+    for root in [false, true] {
+        let Some(sb) = jail(root) else { return };
+        let r = sb.sh("cat /proc/1/cmdline | tr '\\0' ' '").unwrap();
+        assert!(
+            !r.stdout.contains(&argv0)
+                && r.stdout.as_bytes() != host_cmdline.as_slice()
+                && !r.stdout.trim().is_empty(),
+            "root={root}: the jail's PID 1 shows the host's command line: {:?}",
+            r.stdout
+        );
+        let r = sb
+            .sh("cat /proc/1/environ 2>/dev/null | tr -d '\\0' | wc -c; cat /proc/1/maps >/dev/null 2>&1 && echo maps; ls /proc | grep -c '^[0-9]'")
+            .unwrap();
+        let lines: Vec<&str> = r.stdout.lines().collect();
+        assert_eq!(
+            lines[0], "0",
+            "root={root}: PID 1's environment is readable: {r:?}"
+        );
+        assert_eq!(
+            lines[1..].len(),
+            1,
+            "root={root}: PID 1's memory map is readable: {r:?}"
+        );
+        let n: usize = lines[1].parse().unwrap();
+        assert!(n <= 5, "root={root}: {n} processes visible: {r:?}");
+    }
+}
+
+/// Uploading a directory copies regular files, directories and symlinks; a FIFO in it would
+/// block the copy forever, so it is refused by name.
+#[test]
+fn put_dir_refuses_a_fifo_instead_of_hanging() {
+    let src = tempfile::tempdir().unwrap();
+    std::fs::write(src.path().join("a.txt"), "a").unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(src.path().join("pipe"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let from = src.path().to_path_buf();
+    std::thread::spawn(move || {
+        let sb = Sandbox::new(BackendKind::Process).unwrap();
+        let _ = tx.send(sb.put_dir(&from, "/app").map_err(|e| e.to_string()));
+    });
+    let r = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("put_dir hung on a FIFO");
+    let e = r.expect_err("a FIFO was copied");
+    assert!(
+        e.contains("pipe") && e.contains("not a regular file"),
+        "{e}"
+    );
+}

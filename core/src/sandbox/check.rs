@@ -171,17 +171,151 @@ fn scrubbed_env(kind: BackendKind) -> Result<(bool, String)> {
     Ok((extra.is_empty(), format!("variables: {}", r.stdout.trim())))
 }
 
+/// A file on the host named for this check, and whether an attack left it there (removed).
+fn landed(path: &str) -> bool {
+    let there = std::path::Path::new(path).exists();
+    let _ = std::fs::remove_file(path);
+    there
+}
+
 fn host_root_read_only(kind: BackendKind) -> Result<(bool, String)> {
-    let sb = with(kind, |_| {})?;
-    let r = sb.sh("touch /usr/nenyax-probe 2>&1 || echo refused")?;
-    let r2 = with(kind, |c| c.root = true)?.sh("touch /usr/nenyax-probe 2>&1 || echo refused")?;
-    let _ = std::fs::remove_file("/usr/nenyax-probe");
+    let mut held = true;
+    let mut seen = Vec::new();
+    for root in [false, true] {
+        let sb = with(kind, |c| c.root = root)?;
+        let marker = format!("/usr/nenyax-probe-{}", sb.id());
+        let r = sb.sh(&format!("touch {marker} 2>&1 || echo refused"))?;
+        let wrote = landed(&marker);
+        held &= r.stdout.contains("refused") && !wrote;
+        // touch's reason is the text after its last colon.
+        let first = r.stdout.lines().next().unwrap_or("");
+        let why = first.rsplit(": ").next().unwrap_or(first).trim();
+        seen.push(format!(
+            "as {}: {}",
+            if root { "root" } else { "nobody" },
+            if wrote { "written on the host" } else { why }
+        ));
+    }
+    Ok((held, format!("writing /usr {}", seen.join("; "))))
+}
+
+/// Root of a jail (`root: true`) attacks the host: remounts a host directory read-write (in
+/// the jail's mount namespace and in new ones), and escapes the root with the chroot trick.
+fn root_cannot_remount(kind: BackendKind) -> Result<(bool, String)> {
+    let sb = with(kind, |c| c.root = true)?;
+    let marker = format!("/usr/nenyax-remount-{}", sb.id());
+    let attacks = [
+        ("remount", format!("mount -o remount,rw,bind /usr && touch {marker}")),
+        (
+            "remount in a new mount namespace",
+            format!("unshare -m sh -c 'mount -o remount,rw,bind /usr && touch {marker}'"),
+        ),
+        (
+            "chroot escape",
+            format!(
+                "python3 -c \"import os\nos.mkdir('/tmp/x')\nos.chroot('/tmp/x')\nfor _ in range(64): os.chdir('..')\nos.chroot('.')\nopen('{marker}', 'w')\""
+            ),
+        ),
+    ];
+    let uid = sb.sh("id -u")?.stdout.trim().to_string();
+    let mut through = Vec::new();
+    for (name, attack) in &attacks {
+        let r = sb.sh(attack)?;
+        if landed(&marker) || r.ok() {
+            through.push(*name);
+        }
+    }
     Ok((
-        r.stdout.contains("refused") && r2.stdout.contains("refused"),
+        through.is_empty() && uid == "0",
+        if through.is_empty() {
+            format!(
+                "root (uid {uid} in the jail) tried {}: no host file written",
+                attacks.map(|a| a.0).join(", ")
+            )
+        } else {
+            format!("root wrote the host's /usr by: {}", through.join(", "))
+        },
+    ))
+}
+
+/// A file written to the jail's `/dev/shm` must not be on the host's, as nobody or as root, and
+/// `/dev` holds no host device beyond the harmless few.
+fn private_dev(kind: BackendKind) -> Result<(bool, String)> {
+    let allowed = [
+        "fd", "full", "null", "ptmx", "pts", "random", "shm", "stderr", "stdin", "stdout", "tty",
+        "urandom", "zero",
+    ];
+    let mut held = true;
+    let mut seen = Vec::new();
+    for root in [false, true] {
+        let sb = with(kind, |c| c.root = root)?;
+        let name = format!("nenyax-shm-probe-{}", sb.id());
+        let r = sb.sh(&format!(
+            "echo x > /dev/shm/{name} && cat /dev/shm/{name} && ls -A /dev | tr '\\n' ' '"
+        ))?;
+        let leaked = landed(&format!("/dev/shm/{name}"));
+        let extra: Vec<String> = r
+            .stdout
+            .lines()
+            .nth(1)
+            .unwrap_or("")
+            .split_whitespace()
+            .filter(|d| !allowed.contains(d))
+            .map(String::from)
+            .collect();
+        held &= r.stdout.starts_with("x\n") && !leaked && extra.is_empty();
+        seen.push(format!(
+            "as {}: {}{}",
+            if root { "root" } else { "nobody" },
+            if leaked {
+                "the file is on the host"
+            } else {
+                "not on the host"
+            },
+            if extra.is_empty() {
+                String::new()
+            } else {
+                format!(", host devices {}", extra.join(" "))
+            }
+        ));
+    }
+    Ok((
+        held,
+        format!("a file written to /dev/shm, {}", seen.join("; ")),
+    ))
+}
+
+/// COPY in a Harbor Dockerfile reads the build context only: `..` out of it and a symlink out
+/// of it are refused when the task loads.
+#[cfg(feature = "harbor")]
+fn copy_confined(_kind: BackendKind) -> Result<(bool, String)> {
+    let dir = tempfile::tempdir()
+        .map_err(|e| crate::error::Error::io("sandbox-check: a temporary task", e))?;
+    let io = |e| crate::error::Error::io("sandbox-check: write a temporary task", e);
+    let t = dir.path().join("t");
+    std::fs::create_dir_all(t.join("environment")).map_err(io)?;
+    std::fs::write(dir.path().join("secret.txt"), "host secret\n").map_err(io)?;
+    std::fs::write(t.join("task.toml"), "version = \"1.0\"\n").map_err(io)?;
+    std::fs::write(t.join("instruction.md"), "x").map_err(io)?;
+    std::os::unix::fs::symlink("../../secret.txt", t.join("environment/link")).map_err(io)?;
+    let mut refused = Vec::new();
+    for line in ["COPY ../../secret.txt /app/x", "COPY link /app/x"] {
+        std::fs::write(
+            t.join("environment/Dockerfile"),
+            format!("FROM ubuntu:24.04\n{line}\n"),
+        )
+        .map_err(io)?;
+        match crate::load(&format!("harbor:{}", t.display())) {
+            Err(e) if e.to_string().contains("outside the build context") => refused.push(true),
+            _ => refused.push(false),
+        }
+    }
+    Ok((
+        refused.iter().all(|r| *r),
         format!(
-            "writing /usr, as nobody and as root: {} / {}",
-            r.stdout.trim(),
-            r2.stdout.trim()
+            "COPY of a host file by `..`: {}; through a symlink: {}",
+            if refused[0] { "refused" } else { "accepted" },
+            if refused[1] { "refused" } else { "accepted" }
         ),
     ))
 }
@@ -225,17 +359,30 @@ fn no_network(kind: BackendKind) -> Result<(bool, String)> {
     ))
 }
 
+/// The jail's `/proc` shows its own few processes, and its PID 1 shows nothing of the host's
+/// nenyax: not its command line (as nobody and as root), not its environment.
 fn own_pids(kind: BackendKind) -> Result<(bool, String)> {
-    let sb = with(kind, |_| {})?;
-    let r = sb.sh("ls /proc | grep -c '^[0-9]'; cat /proc/1/cmdline | tr '\\0' ' '")?;
-    let n: usize = r
-        .stdout
-        .lines()
-        .next()
-        .unwrap_or("")
-        .parse()
-        .unwrap_or(usize::MAX);
-    Ok((n <= 5, format!("{n} processes visible")))
+    let host = std::fs::read("/proc/self/cmdline").unwrap_or_default();
+    let host = String::from_utf8_lossy(&host).replace('\0', " ");
+    let mut held = true;
+    let mut seen = Vec::new();
+    for root in [false, true] {
+        let sb = with(kind, |c| c.root = root)?;
+        let r = sb.sh(
+            "ls /proc | grep -c '^[0-9]'; tr '\\0' ' ' < /proc/1/cmdline; echo; cat /proc/1/environ 2>/dev/null | tr -d '\\0' | wc -c",
+        )?;
+        let mut lines = r.stdout.lines();
+        let n: usize = lines.next().unwrap_or("").parse().unwrap_or(usize::MAX);
+        let cmdline = lines.next().unwrap_or("").trim().to_string();
+        let environ = lines.next().unwrap_or("").trim().to_string();
+        held &= n <= 5 && !cmdline.is_empty() && cmdline != host.trim() && environ == "0";
+        seen.push(format!(
+            "as {}: {n} processes, PID 1 is `{cmdline}`, {} bytes of its environment readable",
+            if root { "root" } else { "nobody" },
+            environ
+        ));
+    }
+    Ok((held, seen.join("; ")))
 }
 
 fn own_hostname_and_ipc(kind: BackendKind) -> Result<(bool, String)> {
@@ -269,11 +416,15 @@ pub fn promises(kind: BackendKind) -> Vec<(&'static str, Probe)> {
     if kind == BackendKind::Jail {
         p.extend([
             ("host_root_read_only", host_root_read_only as Probe),
+            ("root_cannot_remount", root_cannot_remount),
+            ("private_dev", private_dev),
             ("private_dirs", private_dirs),
             ("no_network", no_network),
             ("own_pid_namespace", own_pids),
             ("own_hostname", own_hostname_and_ipc),
         ]);
+        #[cfg(feature = "harbor")]
+        p.push(("harbor_copy_confined", copy_confined));
     }
     p
 }

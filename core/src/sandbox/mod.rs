@@ -8,8 +8,9 @@
 //!   files, process count, file size), a wall timeout that kills the whole group, a private
 //!   working directory and a scrubbed environment. Commands see the host's file system.
 //! - `jail`: the same limits inside new mount, PID, IPC, UTS and network namespaces (via nix),
-//!   with the host root read-only and private writable `/app`, `/tests`, `/logs`, `/tmp` and
-//!   `/solution`. Needs root (or `CAP_SYS_ADMIN`).
+//!   with the host root read-only, a private minimal `/dev`, a fresh `/proc`, and private
+//!   writable `/app`, `/tests`, `/logs`, `/tmp` and `/solution`; `root: true` is root of a user
+//!   namespace. Needs root (or `CAP_SYS_ADMIN`).
 //!
 //! See docs/sandbox.md for what each promise means and how `nenyax sandbox-check` proves it.
 
@@ -18,6 +19,8 @@ mod options;
 pub mod pool;
 mod process;
 mod spec;
+
+pub use process::JAIL_SHM_BYTES;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -159,6 +162,14 @@ impl Sandbox {
                 "the {} sandbox backend cannot run here: {why}",
                 config.backend.name()
             )));
+        }
+        if config.root && config.backend == BackendKind::Jail {
+            if let Err(why) = process::user_namespace_ready() {
+                return Err(Error::Sandbox(format!(
+                    "a jail with root: true runs as root of a user namespace, which cannot be \
+                     made here: {why}; use root: false"
+                )));
+            }
         }
         let dir = tempfile::Builder::new()
             .prefix("nenyax-sbx-")
@@ -386,11 +397,12 @@ impl Sandbox {
             .chain(self.config.extra_dirs.iter().map(String::as_str))
     }
 
-    /// The uid/gid commands run as (None: the caller's own).
+    /// The uid/gid commands run as on the host (None: the caller's own). A jail with
+    /// `root: true` runs as root of a user namespace that is this user on the host.
     fn run_as(&self) -> Option<(u32, u32)> {
-        let root_here = nix::unistd::geteuid().is_root();
-        let stay_root = self.config.root && self.config.backend == BackendKind::Jail;
-        (root_here && !stay_root).then_some((SANDBOX_UID, SANDBOX_UID))
+        nix::unistd::geteuid()
+            .is_root()
+            .then_some((SANDBOX_UID, SANDBOX_UID))
     }
 
     fn chown(&self, p: &Path) -> Result<()> {
@@ -451,6 +463,13 @@ fn copy_tree(src: &Path, dst: &Path, fix: &dyn Fn(&Path) -> Result<()>) -> Resul
             fs::set_permissions(&to, fs::Permissions::from_mode(mode))
                 .map_err(|e| io_err("chmod", e))?;
             copy_tree(&from, &to, fix)?;
+        } else if !md.is_file() {
+            // A FIFO would block the copy forever and a device would never end.
+            return Err(Error::Sandbox(format!(
+                "{} is not a regular file, directory or symlink (a FIFO, socket or device); \
+                 remove it from the directory being copied into the sandbox",
+                from.display()
+            )));
         } else {
             fs::copy(&from, &to).map_err(|e| io_err(&format!("copy {}", from.display()), e))?;
             let mode = md.permissions().mode() | 0o600;

@@ -26,7 +26,7 @@ use nix::sys::signal::{kill, killpg, Signal};
 #[cfg(feature = "sandbox")]
 use nix::sys::wait::{waitpid, WaitStatus};
 #[cfg(feature = "sandbox")]
-use nix::unistd::{chdir, chroot, fork, ForkResult};
+use nix::unistd::{chdir, fork, ForkResult};
 use nix::unistd::{setgid, setsid, setuid, Gid, Pid, Uid};
 
 use super::spec::{BackendKind, Exec, ExecResult, Killed, SandboxConfig};
@@ -73,6 +73,39 @@ pub(super) fn jail_ready() -> std::result::Result<(), String> {
         .clone()
 }
 
+/// Why `root: true` cannot run here: a build without the jail has no user namespaces either.
+#[cfg(not(feature = "sandbox"))]
+pub(super) fn user_namespace_ready() -> std::result::Result<(), String> {
+    jail_ready()
+}
+
+#[cfg(feature = "sandbox")]
+/// Whether a jail's command can make the user namespace that `root: true` runs in (probed
+/// once).
+pub(super) fn user_namespace_ready() -> std::result::Result<(), String> {
+    static READY: OnceLock<std::result::Result<(), String>> = OnceLock::new();
+    READY
+        .get_or_init(|| {
+            let mut cmd = Command::new("/bin/true");
+            // SAFETY: unshare is a plain system call, safe between fork and exec.
+            unsafe {
+                cmd.pre_exec(|| {
+                    unshare(CloneFlags::CLONE_NEWUSER).map_err(std::io::Error::from)?;
+                    Ok(())
+                });
+            }
+            match cmd.status() {
+                Ok(s) if s.success() => Ok(()),
+                Ok(s) => Err(format!("a probe in a new user namespace failed ({s})")),
+                Err(e) => Err(format!(
+                    "cannot create a user namespace ({e}); check that user.max_user_namespaces \
+                     is above 0"
+                )),
+            }
+        })
+        .clone()
+}
+
 #[cfg(feature = "sandbox")]
 fn jail_flags(network: bool) -> CloneFlags {
     let mut f = CloneFlags::CLONE_NEWNS
@@ -90,19 +123,70 @@ fn cstr(p: impl AsRef<Path>) -> CString {
     CString::new(p.as_ref().as_os_str().as_bytes()).expect("paths have no NUL bytes")
 }
 
+/// The size of a jail's private `/dev/shm` (a tmpfs, so it is RAM the host lends).
+pub const JAIL_SHM_BYTES: u64 = 64 << 20;
+
+/// The host devices a jail gets, bound one by one into its private `/dev`.
+#[cfg(feature = "sandbox")]
+const JAIL_DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
+
+/// The symlinks of a jail's `/dev`: (name, target).
+#[cfg(feature = "sandbox")]
+const JAIL_DEV_LINKS: [(&str, &str); 5] = [
+    ("ptmx", "pts/ptmx"),
+    ("fd", "/proc/self/fd"),
+    ("stdin", "/proc/self/fd/0"),
+    ("stdout", "/proc/self/fd/1"),
+    ("stderr", "/proc/self/fd/2"),
+];
+
+/// The name the jail's init shows in `/proc/1/cmdline` and `/proc/1/comm`.
+#[cfg(feature = "sandbox")]
+const INIT_NAME: &[u8] = b"nenyax-init\0";
+
 #[cfg(feature = "sandbox")]
 /// Bind mounts and the new root of a jail, prepared before the fork.
 struct JailPlan {
     /// `(source, target, read_only)`.
     binds: Vec<(CString, CString, bool)>,
     proc_dir: CString,
+    /// The private `/dev`: its mount point, `(host device, node)` binds, its symlinks
+    /// `(target, path)`, the shm and pts mount points.
+    dev_dir: CString,
+    dev_nodes: Vec<(CString, CString)>,
+    dev_links: Vec<(CString, CString)>,
+    dev_shm: CString,
+    dev_pts: CString,
+    shm_options: CString,
     root: CString,
     cwd: CString,
+    /// For `root: true`: the one line of the command's uid_map and gid_map (`0 <uid> 1`), and
+    /// whether setgroups must be denied first (when nenyax itself is not root).
+    userns: Option<(CString, CString, bool)>,
+    /// Where this process's argv and environment lie (`/proc/self/stat` fields 48-51): the
+    /// jail's init is a fork of it and blanks them, so its `/proc/1` shows nothing of the host.
+    args: Option<[usize; 4]>,
+}
+
+#[cfg(feature = "sandbox")]
+/// `arg_start, arg_end, env_start, env_end` of this process.
+fn arg_and_env_area() -> Option<[usize; 4]> {
+    let stat = fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may hold spaces) start at field 3.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<usize> = rest
+        .split_whitespace()
+        .skip(45)
+        .take(4)
+        .map(|v| v.parse().ok())
+        .collect::<Option<_>>()?;
+    let a = [*f.first()?, *f.get(1)?, *f.get(2)?, *f.get(3)?];
+    (a[0] < a[1] && a[2] <= a[3]).then_some(a)
 }
 
 #[cfg(feature = "sandbox")]
 /// Lay out the jail's root directory (mount points and the host's top-level symlinks) once.
-fn jail_plan(sb: &Job, cwd: &str) -> Result<JailPlan> {
+fn jail_plan(sb: &Job, cwd: &str, userns: Option<(u32, u32)>) -> Result<JailPlan> {
     let base = sb.host_dir;
     let root = base.join(".root");
     let fail = |what: &str, e: std::io::Error| Error::io(format!("sandbox: could not {what}"), e);
@@ -127,11 +211,10 @@ fn jail_plan(sb: &Job, cwd: &str) -> Result<JailPlan> {
             binds.push((cstr(e.path()), cstr(&at), true));
         }
     }
-    for (d, ro) in [("dev", false), ("sys", true)] {
-        let at = root.join(d);
-        fs::create_dir_all(&at).map_err(|e| fail("create a mount point", e))?;
-        binds.push((cstr(Path::new("/").join(d)), cstr(&at), ro));
+    for d in ["sys", "dev"] {
+        fs::create_dir_all(root.join(d)).map_err(|e| fail("create a mount point", e))?;
     }
+    binds.push((cstr("/sys"), cstr(root.join("sys")), true));
     for d in sb.private_dirs.iter().copied() {
         let at = root.join(d);
         fs::create_dir_all(&at).map_err(|e| fail("create a mount point", e))?;
@@ -139,47 +222,381 @@ fn jail_plan(sb: &Job, cwd: &str) -> Result<JailPlan> {
     }
     let proc_dir = root.join("proc");
     fs::create_dir_all(&proc_dir).map_err(|e| fail("create /proc", e))?;
+    let dev = root.join("dev");
+    let map = |id: u32| CString::new(format!("0 {id} 1\n")).unwrap_or_default();
     Ok(JailPlan {
         binds,
         proc_dir: cstr(&proc_dir),
+        dev_dir: cstr(&dev),
+        dev_nodes: JAIL_DEVICES
+            .iter()
+            .filter(|d| Path::new("/dev").join(d).exists())
+            .map(|d| (cstr(Path::new("/dev").join(d)), cstr(dev.join(d))))
+            .collect(),
+        dev_links: JAIL_DEV_LINKS
+            .iter()
+            .map(|(name, to)| (cstr(to), cstr(dev.join(name))))
+            .collect(),
+        dev_shm: cstr(dev.join("shm")),
+        dev_pts: cstr(dev.join("pts")),
+        shm_options: cstr(format!("size={JAIL_SHM_BYTES},mode=1777")),
         root: cstr(&root),
         cwd: CString::new(cwd).map_err(|_| Error::Sandbox("cwd has a NUL byte".into()))?,
+        userns: userns.map(|(u, g)| (map(u), map(g), !nix::unistd::geteuid().is_root())),
+        args: arg_and_env_area(),
     })
 }
 
 #[cfg(feature = "sandbox")]
-/// Inside the new namespaces: mount everything, enter the new root.
-fn enter_jail(plan: &JailPlan) -> nix::Result<()> {
+/// What failed while a jail was being set up, for the message on the command's stderr.
+type Step<T> = std::result::Result<T, (&'static str, nix::errno::Errno)>;
+
+#[cfg(feature = "sandbox")]
+/// Name the step a system call belongs to.
+fn step<T>(what: &'static str, r: nix::Result<T>) -> Step<T> {
+    r.map_err(|e| (what, e))
+}
+
+#[cfg(feature = "sandbox")]
+/// Make `dst` and every mount under it read-only (mount_setattr, Linux 5.12+); older kernels
+/// get the top mount only.
+fn read_only(dst: &CString) -> nix::Result<()> {
+    const MOUNT_ATTR_RDONLY: u64 = 0x1;
+    // struct mount_attr { attr_set, attr_clr, propagation, userns_fd }
+    let attr: [u64; 4] = [MOUNT_ATTR_RDONLY, 0, 0, 0];
+    // SAFETY: a plain system call on a NUL-terminated path and a stack struct.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            dst.as_ptr(),
+            libc::AT_RECURSIVE as libc::c_uint,
+            attr.as_ptr(),
+            std::mem::size_of_val(&attr),
+        )
+    };
+    if r == 0 {
+        return Ok(());
+    }
     let none: Option<&str> = None;
-    mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none)?;
-    for (src, dst, ro) in &plan.binds {
+    mount(
+        none,
+        dst.as_c_str(),
+        none,
+        MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY,
+        none,
+    )
+}
+
+#[cfg(feature = "sandbox")]
+/// A jail's `/dev`: a small read-only tmpfs holding binds of a few host devices, the usual
+/// symlinks, a private size-capped `/dev/shm` and a private `/dev/pts`. Nothing written there
+/// reaches the host, and no other host device (disks, memory) is reachable.
+fn private_dev(plan: &JailPlan) -> Step<()> {
+    let none: Option<&str> = None;
+    let nosuid = MsFlags::MS_NOSUID;
+    step(
+        "mount /dev",
         mount(
-            Some(src.as_c_str()),
-            dst.as_c_str(),
-            none,
-            MsFlags::MS_BIND | MsFlags::MS_REC,
-            none,
-        )?;
-        if *ro {
+            Some("tmpfs"),
+            plan.dev_dir.as_c_str(),
+            Some("tmpfs"),
+            nosuid | MsFlags::MS_NOEXEC,
+            Some("size=64k,mode=755"),
+        ),
+    )?;
+    for (src, dst) in &plan.dev_nodes {
+        // SAFETY: open and close on a NUL-terminated path: an empty file to bind the device on.
+        let fd = unsafe {
+            libc::open(
+                dst.as_ptr(),
+                libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
+                0o666,
+            )
+        };
+        if fd < 0 {
+            return Err(("create a /dev node", nix::errno::Errno::last()));
+        }
+        // SAFETY: closing the descriptor just opened.
+        unsafe { libc::close(fd) };
+        step(
+            "bind a host device",
             mount(
-                none,
+                Some(src.as_c_str()),
                 dst.as_c_str(),
                 none,
-                MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY,
+                MsFlags::MS_BIND,
                 none,
-            )?;
+            ),
+        )?;
+    }
+    for (dir, fstype, opts, flags) in [
+        (
+            &plan.dev_shm,
+            "tmpfs",
+            plan.shm_options.as_c_str(),
+            nosuid | MsFlags::MS_NODEV,
+        ),
+        (
+            &plan.dev_pts,
+            "devpts",
+            c"newinstance,ptmxmode=0666,mode=0620",
+            nosuid | MsFlags::MS_NOEXEC,
+        ),
+    ] {
+        // SAFETY: mkdir on a NUL-terminated path.
+        if unsafe { libc::mkdir(dir.as_ptr(), 0o755) } != 0 {
+            return Err(("create a /dev directory", nix::errno::Errno::last()));
+        }
+        step(
+            "mount /dev/shm or /dev/pts",
+            mount(
+                Some(fstype),
+                dir.as_c_str(),
+                Some(fstype),
+                flags,
+                Some(opts),
+            ),
+        )?;
+    }
+    for (to, at) in &plan.dev_links {
+        // SAFETY: symlink on NUL-terminated paths.
+        if unsafe { libc::symlink(to.as_ptr(), at.as_ptr()) } != 0 {
+            return Err(("create a /dev symlink", nix::errno::Errno::last()));
         }
     }
-    mount(
-        Some("proc"),
-        plan.proc_dir.as_c_str(),
-        Some("proc"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-        none,
+    step(
+        "make /dev read-only",
+        mount(
+            none,
+            plan.dev_dir.as_c_str(),
+            none,
+            MsFlags::MS_BIND
+                | MsFlags::MS_REMOUNT
+                | MsFlags::MS_RDONLY
+                | nosuid
+                | MsFlags::MS_NOEXEC,
+            none,
+        ),
+    )
+}
+
+#[cfg(feature = "sandbox")]
+/// Inside the new namespaces: mount everything, then make the new root the mount namespace's
+/// root (pivot_root) and detach the host's, so that no path (not even the chroot escape of a
+/// process that may call chroot) leads back to the host's file system.
+fn enter_jail(plan: &JailPlan) -> Step<()> {
+    let none: Option<&str> = None;
+    step(
+        "make the mounts private",
+        mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none),
     )?;
-    nix::unistd::sethostname("nenyax")?;
-    chroot(plan.root.as_c_str())?;
-    chdir(plan.cwd.as_c_str())?;
+    step(
+        "bind the new root",
+        mount(
+            Some(plan.root.as_c_str()),
+            plan.root.as_c_str(),
+            none,
+            MsFlags::MS_BIND,
+            none,
+        ),
+    )?;
+    for (src, dst, ro) in &plan.binds {
+        step(
+            "bind a directory",
+            mount(
+                Some(src.as_c_str()),
+                dst.as_c_str(),
+                none,
+                MsFlags::MS_BIND | MsFlags::MS_REC,
+                none,
+            ),
+        )?;
+        if *ro {
+            step("make a bind read-only", read_only(dst))?;
+        }
+    }
+    private_dev(plan)?;
+    step(
+        "mount /proc",
+        mount(
+            Some("proc"),
+            plan.proc_dir.as_c_str(),
+            Some("proc"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+            none,
+        ),
+    )?;
+    step(
+        "make the new root read-only",
+        mount(
+            none,
+            plan.root.as_c_str(),
+            none,
+            MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY,
+            none,
+        ),
+    )?;
+    step("set the hostname", nix::unistd::sethostname("nenyax"))?;
+    step("enter the new root", chdir(plan.root.as_c_str()))?;
+    step("pivot_root", nix::unistd::pivot_root(".", "."))?;
+    step(
+        "detach the host's root",
+        nix::mount::umount2(".", nix::mount::MntFlags::MNT_DETACH),
+    )?;
+    step("enter the new root", chdir("/"))?;
+    step("enter the working directory", chdir(plan.cwd.as_c_str()))?;
+    Ok(())
+}
+
+#[cfg(feature = "sandbox")]
+/// Write `parts` to stderr and leave with `code` (between fork and exec: no allocation).
+fn die(parts: &[&[u8]], code: i32) -> ! {
+    for p in parts {
+        // SAFETY: writing a borrowed buffer to fd 2.
+        unsafe { libc::write(2, p.as_ptr().cast(), p.len()) };
+    }
+    // SAFETY: _exit never returns.
+    unsafe { libc::_exit(code) }
+}
+
+#[cfg(feature = "sandbox")]
+/// The init of a jail gives nothing of the host's nenyax away through `/proc/1`: its argv and
+/// environment are blanked (cmdline shows `nenyax-init`), and it is not dumpable, so its memory,
+/// maps and environ stay closed to the command (root of a user namespace included).
+fn scrub_init(plan: &JailPlan) {
+    // SAFETY: prctl with constant arguments; the name is NUL-terminated.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+        libc::prctl(libc::PR_SET_NAME, INIT_NAME.as_ptr(), 0, 0, 0);
+    }
+    if let Some([arg_start, arg_end, env_start, env_end]) = plan.args {
+        // SAFETY: [arg_start, arg_end) and [env_start, env_end) are this process's own argv
+        // and environment strings (from /proc/self/stat of the process it was forked from);
+        // nothing in init reads them again.
+        unsafe {
+            std::ptr::write_bytes(arg_start as *mut u8, 0, arg_end - arg_start);
+            std::ptr::write_bytes(env_start as *mut u8, 0, env_end - env_start);
+            if arg_end - arg_start >= INIT_NAME.len() {
+                std::ptr::copy_nonoverlapping(
+                    INIT_NAME.as_ptr(),
+                    arg_start as *mut u8,
+                    INIT_NAME.len(),
+                );
+                // Shrink argv to the name (needs CAP_SYS_RESOURCE; else it is NUL-padded).
+                libc::prctl(
+                    libc::PR_SET_MM,
+                    libc::PR_SET_MM_ARG_END,
+                    arg_start + INIT_NAME.len(),
+                    0,
+                    0,
+                );
+            }
+        }
+    }
+}
+
+#[cfg(feature = "sandbox")]
+/// Close the descriptors that are open (-1 stands for none).
+fn close_fds(fds: &[i32]) {
+    for &fd in fds.iter().filter(|fd| **fd >= 0) {
+        // SAFETY: closing a descriptor this process owns.
+        unsafe { libc::close(fd) };
+    }
+}
+
+#[cfg(feature = "sandbox")]
+/// `/proc/<pid>/<file>` as a NUL-terminated path in `buf` (no allocation).
+fn proc_path<'a>(buf: &'a mut [u8; 64], pid: i32, file: &[u8]) -> &'a [u8] {
+    let mut digits = [0u8; 12];
+    let (mut n, mut i) = (pid.unsigned_abs(), digits.len());
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let mut len = 0;
+    for part in [b"/proc/".as_slice(), &digits[i..], b"/", file, b"\0"] {
+        buf[len..len + part.len()].copy_from_slice(part);
+        len += part.len();
+    }
+    &buf[..len]
+}
+
+#[cfg(feature = "sandbox")]
+/// Write `data` to `/proc/<pid>/<file>`; false when it cannot.
+fn write_proc(pid: i32, file: &[u8], data: &[u8]) -> bool {
+    let mut buf = [0u8; 64];
+    let path = proc_path(&mut buf, pid, file);
+    // SAFETY: open, write and close on a NUL-terminated path and a borrowed buffer.
+    unsafe {
+        let fd = libc::open(path.as_ptr().cast(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return false;
+        }
+        let n = libc::write(fd, data.as_ptr().cast(), data.len());
+        libc::close(fd);
+        n == data.len() as isize
+    }
+}
+
+#[cfg(feature = "sandbox")]
+/// Init's half of `root: true`: map the command's new user namespace (its uid and gid 0 are
+/// the unprivileged sandbox user's on the host), then let it go on.
+fn map_user_namespace(plan: &JailPlan, child: Pid, ready: i32, go: i32) {
+    let Some((uid_map, gid_map, deny)) = &plan.userns else {
+        return;
+    };
+    let mut b = [0u8; 1];
+    // SAFETY: reading one byte from our own pipe.
+    let ok = unsafe { libc::read(ready, b.as_mut_ptr().cast(), 1) } == 1
+        && (!deny || write_proc(child.as_raw(), b"setgroups", b"deny"))
+        && write_proc(child.as_raw(), b"uid_map", uid_map.as_bytes())
+        && write_proc(child.as_raw(), b"gid_map", gid_map.as_bytes());
+    // SAFETY: writing one byte to our own pipe.
+    unsafe { libc::write(go, [ok as u8].as_ptr().cast(), 1) };
+}
+
+#[cfg(feature = "sandbox")]
+/// The command's half of `root: true`: a new user namespace whose root is the unprivileged
+/// sandbox user on the host. Its capabilities hold only over that namespace: the jail's mounts
+/// belong to the host's, so it can neither remount them nor (in a mount namespace of its own)
+/// unlock them, and host files count it as `nobody`.
+fn become_namespace_root(ready: i32, go: i32) -> Step<()> {
+    step(
+        "create a user namespace",
+        unshare(CloneFlags::CLONE_NEWUSER),
+    )?;
+    let mut b = [1u8];
+    // SAFETY: one byte each way on our own pipes.
+    let mapped = unsafe {
+        libc::write(ready, b.as_ptr().cast(), 1) == 1
+            && libc::read(go, b.as_mut_ptr().cast(), 1) == 1
+            && b[0] == 1
+    };
+    if !mapped {
+        return Err(("map the user namespace", nix::errno::Errno::EPERM));
+    }
+    // SAFETY: setgroups with an empty list; refused (and not needed) when setgroups is denied.
+    unsafe { libc::setgroups(0, std::ptr::null()) };
+    // SAFETY: plain system calls.
+    unsafe {
+        if libc::setresgid(0, 0, 0) != 0 {
+            return Err((
+                "become gid 0 of the user namespace",
+                nix::errno::Errno::last(),
+            ));
+        }
+        if libc::setresuid(0, 0, 0) != 0 {
+            return Err((
+                "become uid 0 of the user namespace",
+                nix::errno::Errno::last(),
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -285,14 +702,43 @@ fn jail_child(plan: &JailPlan, limits: &ChildLimits, network: bool) -> std::io::
         }
         ForkResult::Child => {
             drop(rfd);
-            if enter_jail(plan).is_err() {
-                // SAFETY: _exit never returns.
-                unsafe { libc::_exit(125) }
+            // This process is PID 1 of the new PID namespace, so the /proc it mounts shows
+            // that namespace only.
+            if let Err((what, e)) = enter_jail(plan) {
+                die(
+                    &[
+                        b"nenyax: could not set up the jail: ",
+                        what.as_bytes(),
+                        b" failed (",
+                        e.desc().as_bytes(),
+                        b")\n",
+                    ],
+                    125,
+                );
+            }
+            scrub_init(plan);
+            // root: true: the command makes a user namespace and init maps it (only a process
+            // outside that namespace may map it to the sandbox user).
+            let (mut ready, mut go) = ([-1i32; 2], [-1i32; 2]);
+            if plan.userns.is_some() {
+                // SAFETY: pipe2 fills two-element arrays.
+                let made = unsafe {
+                    libc::pipe2(ready.as_mut_ptr(), libc::O_CLOEXEC) == 0
+                        && libc::pipe2(go.as_mut_ptr(), libc::O_CLOEXEC) == 0
+                };
+                if !made {
+                    die(&[b"nenyax: could not set up the jail: pipe2 failed\n"], 125);
+                }
             }
             // SAFETY: as above.
             match unsafe { fork() } {
                 Ok(ForkResult::Parent { child }) => {
-                    // Init: reap everything until the command ends.
+                    // Init: map the command's user namespace, then reap everything until the
+                    // command ends.
+                    // Only the command's ends stay open over there: if it dies before it
+                    // asks, init's read sees the end instead of waiting forever.
+                    close_fds(&[ready[1], go[0]]);
+                    map_user_namespace(plan, child, ready[0], go[1]);
                     close_from_3_except(wfd.as_raw_fd());
                     let report = loop {
                         match waitpid(Pid::from_raw(-1), None) {
@@ -315,7 +761,29 @@ fn jail_child(plan: &JailPlan, limits: &ChildLimits, network: bool) -> std::io::
                 }
                 Ok(ForkResult::Child) => {
                     drop(wfd);
+                    close_fds(&[ready[0], go[1]]);
                     apply_limits(limits).map_err(std::io::Error::from)?;
+                    if plan.userns.is_some() {
+                        if let Err((what, e)) = become_namespace_root(ready[1], go[0]) {
+                            die(
+                                &[
+                                    b"nenyax: could not make root: true a user namespace: ",
+                                    what.as_bytes(),
+                                    b" failed (",
+                                    e.desc().as_bytes(),
+                                    b")\n",
+                                ],
+                                125,
+                            );
+                        }
+                        close_fds(&[ready[1], go[0]]);
+                    }
+                    // The host's setuid programs are visible in the jail: running one must not
+                    // make the command (the sandbox user) the host's root.
+                    // SAFETY: prctl with constant arguments.
+                    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
                     Ok(())
                 }
                 // SAFETY: _exit never returns.
@@ -391,7 +859,8 @@ pub(super) fn run(sb: &Job, exec: &Exec) -> Result<ExecResult> {
         cmd.env(k, v);
     }
     let l = &cfg.limits;
-    let limits = ChildLimits {
+    #[cfg_attr(not(feature = "sandbox"), allow(unused_mut))]
+    let mut limits = ChildLimits {
         cpu: l.cpu_s,
         mem: l.memory_bytes,
         files: l.open_files,
@@ -405,7 +874,20 @@ pub(super) fn run(sb: &Job, exec: &Exec) -> Result<ExecResult> {
         return Err(Error::Sandbox(jail_ready().err().unwrap_or_default()));
         #[cfg(feature = "sandbox")]
         {
-            let plan = jail_plan(sb, &cwd)?;
+            // root: true is root of a user namespace mapped to the sandbox user (or, when
+            // nenyax is not root, to the caller), never the host's root.
+            let userns = cfg.root.then(|| {
+                sb.run_as.unwrap_or_else(|| {
+                    (
+                        nix::unistd::geteuid().as_raw(),
+                        nix::unistd::getegid().as_raw(),
+                    )
+                })
+            });
+            if userns.is_some() {
+                limits.run_as = None;
+            }
+            let plan = jail_plan(sb, &cwd, userns)?;
             let network = cfg.network;
             // SAFETY: jail_child only makes system calls on data prepared above.
             unsafe {

@@ -115,8 +115,10 @@ pub struct SandboxConfig {
     pub env: BTreeMap<String, String>,
     /// Working directory inside the sandbox (`/app` by default).
     pub workdir: String,
-    /// Run commands as root inside a jail instead of the unprivileged sandbox user. Makes the
-    /// process-count limit ineffective (root is exempt from RLIMIT_NPROC).
+    /// Run commands as root inside a jail instead of the unprivileged sandbox user: root of a
+    /// user namespace whose uid and gid 0 are the sandbox user's on the host, so it owns the
+    /// private directories but can remount nothing and write no host file (other uids do not
+    /// exist in it). The process backend ignores it.
     pub root: bool,
     /// More private top-level directories (e.g. `skills` for `/skills`), made like `/app`.
     pub extra_dirs: Vec<String>,

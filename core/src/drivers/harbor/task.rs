@@ -1,7 +1,7 @@
 //! Reading Harbor task directories (task.toml) and old Terminal-Bench ones (task.yaml).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use crate::error::{Error, Result};
@@ -107,10 +107,22 @@ pub fn load(dir: &Path) -> Result<HarborTask> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| dir.display().to_string());
-    if !dir.join("task.toml").is_file() {
-        return load_terminal_bench(dir, name);
-    }
-    let raw = read_text(&dir.join("task.toml"))?;
+    // Every file of the task is checked against the real directory, so a symlink that leads
+    // out of it is caught however the task was named.
+    let dir = &std::fs::canonicalize(dir)
+        .map_err(|e| Error::io(format!("harbor: open task {}", dir.display()), e))?;
+    let task = if dir.join("task.toml").is_file() {
+        load_harbor(dir, name)?
+    } else {
+        load_terminal_bench(dir, name)?
+    };
+    confine_task_files(&task)?;
+    Ok(task)
+}
+
+/// A Harbor `task.toml` task in `dir` (canonical).
+fn load_harbor(dir: &Path, name: String) -> Result<HarborTask> {
+    let raw = read_text(dir, &dir.join("task.toml"))?;
     let cfg: toml::Value = toml::from_str(&raw).map_err(|e| {
         Error::Environment(format!(
             "harbor: {}/task.toml is not valid TOML: {e}",
@@ -119,7 +131,7 @@ pub fn load(dir: &Path) -> Result<HarborTask> {
     })?;
     let env_dir = dir.join("environment");
     let mut image = if env_dir.join("Dockerfile").is_file() {
-        parse_dockerfile(&env_dir.join("Dockerfile"), &env_dir)?
+        parse_dockerfile(dir, &env_dir.join("Dockerfile"), &env_dir)?
     } else if get(&cfg, &["environment", "docker_image"]).is_some() {
         return Err(needs_container(
             &name,
@@ -180,7 +192,7 @@ pub fn load(dir: &Path) -> Result<HarborTask> {
                 });
                 steps.push(HarborStep {
                     name: sname.clone(),
-                    instruction: read_text(&sdir.join("instruction.md"))?,
+                    instruction: read_text(dir, &sdir.join("instruction.md"))?,
                     agent_timeout: secs(
                         get(s, &["agent", "timeout_sec"]).or(agent_default),
                         3600.0,
@@ -205,7 +217,7 @@ pub fn load(dir: &Path) -> Result<HarborTask> {
         _ => {
             steps.push(HarborStep {
                 name: "main".into(),
-                instruction: read_text(&dir.join("instruction.md"))?,
+                instruction: read_text(dir, &dir.join("instruction.md"))?,
                 agent_timeout: secs(agent_default, 3600.0),
                 verifier_timeout: secs(verifier_default, 600.0),
                 verifier_env,
@@ -236,7 +248,7 @@ pub fn load(dir: &Path) -> Result<HarborTask> {
 
 /// The old Terminal-Bench layout: task.yaml, Dockerfile, run-tests.sh, solution.sh, tests/.
 fn load_terminal_bench(dir: &Path, name: String) -> Result<HarborTask> {
-    let yaml = read_text(&dir.join("task.yaml"))?;
+    let yaml = read_text(dir, &dir.join("task.yaml"))?;
     let instruction = yaml_field(&yaml, "instruction").ok_or_else(|| {
         Error::Environment(format!(
             "harbor: {}/task.yaml has no `instruction`",
@@ -249,7 +261,7 @@ fn load_terminal_bench(dir: &Path, name: String) -> Result<HarborTask> {
             .unwrap_or(d)
     };
     let image = if dir.join("Dockerfile").is_file() {
-        parse_dockerfile(&dir.join("Dockerfile"), dir)?
+        parse_dockerfile(dir, &dir.join("Dockerfile"), dir)?
     } else {
         Image::default()
     };
@@ -400,8 +412,8 @@ fn run_is_satisfied(cmd: &str) -> std::result::Result<(), String> {
     Ok(())
 }
 
-fn parse_dockerfile(path: &Path, context: &Path) -> Result<Image> {
-    let text = read_text(path)?;
+fn parse_dockerfile(root: &Path, path: &Path, context: &Path) -> Result<Image> {
+    let text = read_text(root, path)?;
     let task = path
         .parent()
         .and_then(|p| {
@@ -415,25 +427,30 @@ fn parse_dockerfile(path: &Path, context: &Path) -> Result<Image> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let mut img = Image::default();
+    // (first physical line number, the logical line with its continuations joined)
     let mut logical = Vec::new();
     let mut cur = String::new();
-    for line in text.lines() {
+    let mut first = 0;
+    for (i, line) in text.lines().enumerate() {
         let t = line.trim();
         if t.starts_with('#') || (t.is_empty() && cur.is_empty()) {
             continue;
+        }
+        if cur.is_empty() {
+            first = i + 1;
         }
         if let Some(body) = t.strip_suffix('\\') {
             cur.push_str(body);
             cur.push(' ');
         } else {
             cur.push_str(t);
-            logical.push(std::mem::take(&mut cur));
+            logical.push((first, std::mem::take(&mut cur)));
         }
     }
     if !cur.is_empty() {
-        logical.push(cur);
+        logical.push((first, cur));
     }
-    for l in logical {
+    for (line_no, l) in logical {
         let (ins, rest) = l.split_once(char::is_whitespace).unwrap_or((&l, ""));
         let rest = rest.trim();
         match ins.to_ascii_uppercase().as_str() {
@@ -480,14 +497,20 @@ fn parse_dockerfile(path: &Path, context: &Path) -> Result<Image> {
                 };
                 top_dir(&dst, &task, &mut img.extra_dirs)?;
                 for src in &words[..words.len() - 1] {
-                    let s = context.join(src);
-                    if !s.exists() {
-                        return Err(Error::Environment(format!(
-                            "harbor: task `{task}`: COPY source {} does not exist",
-                            s.display()
-                        )));
-                    }
-                    img.copies.push((s, dst.clone()));
+                    let s = context_source(context, src).map_err(|why| {
+                        Error::Environment(format!(
+                            "harbor: task `{task}`: {} line {line_no} `{l}`: {why}",
+                            path.display()
+                        ))
+                    })?;
+                    // A file copied into a directory keeps the name it has in the Dockerfile,
+                    // not its symlink target's.
+                    let name = Path::new(src).file_name().filter(|_| s.is_file());
+                    let to = match name {
+                        Some(n) if dst.ends_with('/') => format!("{dst}{}", n.to_string_lossy()),
+                        _ => dst.clone(),
+                    };
+                    img.copies.push((s, to));
                 }
             }
             "RUN" => {
@@ -504,8 +527,79 @@ fn parse_dockerfile(path: &Path, context: &Path) -> Result<Image> {
     Ok(img)
 }
 
-/// Read a required UTF-8 file of a task.
-fn read_text(p: &Path) -> Result<String> {
+/// Where a COPY/ADD source lies, read the way Docker reads a build context: relative to the
+/// context even when absolute, and never outside it, neither by `..` nor through a symlink (the
+/// host's files are read as root and handed to the agent, so an escape would leak them).
+fn context_source(context: &Path, src: &str) -> std::result::Result<PathBuf, String> {
+    let outside = || {
+        format!(
+            "the source `{src}` is outside the build context {}; COPY and ADD read only files \
+             inside it (absolute sources are taken from the context, as Docker does)",
+            context.display()
+        )
+    };
+    let mut rel = PathBuf::new();
+    for c in Path::new(src).components() {
+        match c {
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+            Component::ParentDir => {
+                if !rel.pop() {
+                    return Err(outside());
+                }
+            }
+            Component::Normal(n) => rel.push(n),
+        }
+    }
+    let root = std::fs::canonicalize(context).map_err(|e| {
+        format!(
+            "the build context {} cannot be read: {e}",
+            context.display()
+        )
+    })?;
+    match std::fs::canonicalize(root.join(&rel)) {
+        // A FIFO or device would block or never end the copy.
+        Ok(real) if real.starts_with(&root) && !(real.is_file() || real.is_dir()) => Err(format!(
+            "the source `{src}` is not a regular file or directory (a FIFO, socket or device)"
+        )),
+        Ok(real) if real.starts_with(&root) => Ok(real),
+        Ok(_) => Err(outside()),
+        Err(_) => Err(format!(
+            "the source `{src}` does not exist in the build context {} (absolute sources are \
+             taken from the context, as Docker does)",
+            context.display()
+        )),
+    }
+}
+
+/// `p` when it lies inside the task directory `root` (canonical) once symlinks are resolved;
+/// a missing file is left for its reader to report.
+fn inside_task(root: &Path, p: &Path) -> Result<()> {
+    match std::fs::canonicalize(p) {
+        Ok(real) if !real.starts_with(root) => Err(Error::Environment(format!(
+            "harbor: {} leads outside the task directory {} (to {}); a task's files must lie \
+             inside its directory",
+            p.display(),
+            root.display(),
+            real.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Every file the task uploads (tests, solution, step workdirs) lies inside its directory.
+fn confine_task_files(task: &HarborTask) -> Result<()> {
+    for step in &task.steps {
+        let uploads = step.tests.iter().chain(&step.solution).map(|(p, _)| p);
+        for p in uploads.chain(&step.workdir_files) {
+            inside_task(&task.dir, p)?;
+        }
+    }
+    Ok(())
+}
+
+/// Read a required UTF-8 file of the task in `root`.
+fn read_text(root: &Path, p: &Path) -> Result<String> {
+    inside_task(root, p)?;
     std::fs::read_to_string(p).map_err(|e| Error::io(format!("harbor: read {}", p.display()), e))
 }
 
