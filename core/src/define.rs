@@ -30,6 +30,7 @@ use crate::contract::{
 use crate::env::{guard, task_index, Environment, Episode};
 use crate::error::{Error, Result};
 use crate::judges::{judge_from_spec, JudgeSpec};
+use crate::limits::ReadError;
 use crate::policy::Policy;
 
 type ScoreFn = dyn Fn(&JsonMap, &str) -> Result<f64> + Send + Sync;
@@ -387,12 +388,14 @@ pub fn load_file(path: &Path, id: &str) -> Result<Arc<dyn Environment>> {
         field: field.to_string(),
         message,
     };
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        derr(
+    let text = crate::limits::read_text(path, &crate::limits::TASK_FILE).map_err(|e| match e {
+        ReadError::Io(e) => derr(
             0,
             "file",
             format!("cannot read it ({e}); check the path after `define:`"),
-        )
+        ),
+        ReadError::TooLarge(m) => derr(0, "file", m),
+        ReadError::Setting(e) => e,
     })?;
     let lines = Lines::new(&text);
     let spec: DefineFile = toml::from_str(&text).map_err(|e| {
@@ -580,14 +583,21 @@ fn assemble(parts: Parts, file: &str, base_dir: &Path, id: &str) -> Result<Arc<d
 
 fn read_jsonl(path: &Path) -> Result<(Vec<JsonMap>, Vec<usize>)> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| Error::Define {
-        file: file.clone(),
-        line: 0,
-        field: "tasks_file".into(),
-        message: format!(
-            "cannot read it ({e}); a tasks_file is relative to the define file (or, for a JSON \
-             spec, to the working directory)"
-        ),
+    let text = crate::limits::read_text(path, &crate::limits::TASK_FILE).map_err(|e| {
+        let message = match e {
+            ReadError::Io(e) => format!(
+                "cannot read it ({e}); a tasks_file is relative to the define file (or, for a \
+                 JSON spec, to the working directory)"
+            ),
+            ReadError::TooLarge(m) => m,
+            ReadError::Setting(e) => return e,
+        };
+        Error::Define {
+            file: file.clone(),
+            line: 0,
+            field: "tasks_file".into(),
+            message,
+        }
     })?;
     let mut rows = Vec::new();
     let mut lines = Vec::new();
