@@ -506,7 +506,8 @@ fn parse_dockerfile(path: &Path, context: &Path) -> Result<Image> {
 
 /// Read a required UTF-8 file of a task.
 fn read_text(p: &Path) -> Result<String> {
-    std::fs::read_to_string(p).map_err(|e| Error::io(format!("harbor: read {}", p.display()), e))
+    crate::limits::read_text(p, &crate::limits::CONFIG_FILE)
+        .map_err(|e| e.into_error(format!("harbor: read {}", p.display())))
 }
 
 /// `BTreeMap` from a TOML table of strings.
