@@ -349,3 +349,129 @@ fn a_bridge_worker_that_never_ends_its_line_loses_only_its_rollout() {
 fn a_200_mb_bridge_reply_is_refused_at_the_cap() {
     bad_worker_run("huge");
 }
+
+#[test]
+fn config_and_harbor_files_that_never_end_are_refused() {
+    let deadline = Duration::from_secs(60);
+    let needles = [
+        "/dev/zero",
+        "16 MiB limit for configuration files",
+        "NENYAX_MAX_CONFIG_BYTES",
+    ];
+    let o = nenyax(&["plot", "/dev/zero"], &[], deadline);
+    assert_refused(&o, &needles);
+    let o = nenyax(
+        &["train", "--config", "/dev/zero", "builtin:guess"],
+        &[],
+        deadline,
+    );
+    assert_refused(&o, &needles);
+
+    // A Harbor task whose instruction is a link to /dev/zero.
+    let dir = tempfile::tempdir().unwrap();
+    let task = dir.path().join("task");
+    std::fs::create_dir(&task).unwrap();
+    std::fs::write(
+        task.join("task.toml"),
+        "version = \"1.0\"\n[verifier]\ntimeout_sec = 60.0\n",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("/dev/zero", task.join("instruction.md")).unwrap();
+    let o = nenyax(
+        &["info", &format!("harbor:{}", task.display())],
+        &[],
+        deadline,
+    );
+    assert_refused(
+        &o,
+        &[
+            "instruction.md is larger than the 16 MiB limit for configuration files",
+            "NENYAX_MAX_CONFIG_BYTES",
+        ],
+    );
+}
+
+/// An upstream that answers a streamed chat call with events and never the last one, until
+/// `bytes` have gone out.
+fn endless_stream_upstream(bytes: usize) -> String {
+    use std::io::Write;
+    let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
+    let port = server.server_addr().to_ip().unwrap().port();
+    std::thread::spawn(move || {
+        for mut req in server.incoming_requests() {
+            let mut body = String::new();
+            let _ = req.as_reader().read_to_string(&mut body);
+            std::thread::spawn(move || {
+                let mut w = req.into_writer();
+                let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+                if w.write_all(head.as_bytes()).is_err() {
+                    return;
+                }
+                let event = format!(
+                    "data: {}\n\n",
+                    serde_json::json!({"id": "s", "choices": [{"index": 0,
+                        "delta": {"content": "x".repeat(4000)}}]})
+                );
+                let mut sent = 0;
+                while sent < bytes && w.write_all(event.as_bytes()).is_ok() {
+                    sent += event.len();
+                }
+                let _ = w.flush();
+            });
+        }
+    });
+    format!("http://127.0.0.1:{port}/v1")
+}
+
+#[test]
+fn an_upstream_stream_that_never_ends_is_cut_at_the_cap() {
+    use nenyax::{Backend, ModelServer, Upstream};
+    use std::sync::Arc;
+    // Well past the cap, so that the test ends even where the stream is not cut.
+    let up = endless_stream_upstream(160 << 20);
+    let server = ModelServer::start().unwrap();
+    let rec = server.record(Backend::Upstream(Arc::new(Upstream::new(&up))));
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(120)))
+        .build()
+        .into();
+    let mut r = agent
+        .post(&format!("{}/chat/completions", rec.base_url()))
+        .header("Content-Type", "application/json")
+        .send(r#"{"model":"m","stream":true,"messages":[{"role":"user","content":"q"}]}"#)
+        .unwrap();
+    // Counted by hand: the cut-off stream ends in an error, and the count up to it matters.
+    let mut reader = r.body_mut().as_reader();
+    let (mut relayed, mut buf) = (0usize, vec![0u8; 1 << 16]);
+    while let Ok(n) = reader.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        relayed += n;
+    }
+    assert!(relayed <= 64 << 20, "relayed {relayed} bytes");
+    let calls = rec.calls();
+    let err = calls[0].error.as_deref().unwrap_or_default();
+    assert!(
+        err.contains("broke off") && err.contains("64 MiB limit for HTTP reply bodies"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_sandbox_file_over_the_cap_is_refused_without_reading_it() {
+    use nenyax::sandbox::{BackendKind, Sandbox, SandboxConfig};
+    let sb = Sandbox::create(SandboxConfig::new(BackendKind::Process)).unwrap();
+    // Code under test writes a file one byte over the cap, in its working directory.
+    let r = sb.sh("head -c 67108865 /dev/zero > reward.txt").unwrap();
+    assert_eq!(r.exit_code, Some(0), "{}", r.stderr);
+    let e = sb.get("reward.txt").unwrap_err().to_string();
+    assert!(
+        e.contains("reward.txt is larger than the 64 MiB limit for files read from a sandbox")
+            && e.contains("NENYAX_MAX_SANDBOX_FILE_BYTES"),
+        "{e}"
+    );
+    sb.put("reward.txt", b"1", 0o644).unwrap();
+    assert_eq!(sb.get("reward.txt").unwrap(), b"1");
+}
