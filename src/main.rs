@@ -271,8 +271,8 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
         // Its own exit statuses: 1 for a run that failed, 2 for what the user wrote.
         Command::Train(args) => Ok(train_cmd::run(*args)),
         Command::Plot { report, out } => {
-            let text = std::fs::read_to_string(&report)
-                .map_err(|e| Error::io(format!("reading {report}"), e))?;
+            let text = nenyax::limits::read_text(report.as_ref(), &nenyax::limits::CONFIG_FILE)
+                .map_err(|e| e.into_error(format!("reading {report}")))?;
             let r: nenyax::TrainReport = serde_json::from_str(&text)
                 .map_err(|e| Error::Protocol(format!("{report} is not a training report: {e}")))?;
             let out = out.unwrap_or_else(|| {

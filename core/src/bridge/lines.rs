@@ -20,28 +20,36 @@ pub(crate) struct LineReader {
     /// How long to keep polling before sleeping: a small environment's step answers well
     /// within it, and a slow call costs at most this much extra CPU.
     spin: Duration,
+    /// Longest line accepted ([`crate::limits::BRIDGE_LINE`]); the buffer never grows past it,
+    /// so a worker that writes without end cannot take the host's memory.
+    max: usize,
 }
 
 impl LineReader {
-    pub(crate) fn new(out: ChildStdout, spin: Duration) -> io::Result<LineReader> {
+    pub(crate) fn new(out: ChildStdout, spin: Duration, max: usize) -> io::Result<LineReader> {
         set_nonblocking(&out)?;
         Ok(LineReader {
             out,
-            buf: vec![0; 64 * 1024],
+            buf: vec![0; (64 * 1024).min(max.saturating_add(1))],
             start: 0,
             end: 0,
             spin,
+            max,
         })
     }
 
     /// The next line without its newline; `Ok(None)` when `timeout` passed first, an
-    /// `UnexpectedEof` error when the child closed its end.
+    /// `UnexpectedEof` error when the child closed its end, an `InvalidData` error when the
+    /// line is longer than the cap (the rest of the stream is then unusable).
     pub(crate) fn read_line(&mut self, timeout: Duration) -> io::Result<Option<String>> {
         let t0 = Instant::now();
         let mut scanned = self.start;
         loop {
             if let Some(i) = self.buf[scanned..self.end].iter().position(|&b| b == b'\n') {
                 let nl = scanned + i;
+                if nl - self.start > self.max {
+                    return Err(too_long());
+                }
                 let line = String::from_utf8_lossy(&self.buf[self.start..nl]).into_owned();
                 self.start = nl + 1;
                 if self.start == self.end {
@@ -49,13 +57,18 @@ impl LineReader {
                 }
                 return Ok(Some(line));
             }
+            if self.end - self.start > self.max {
+                return Err(too_long());
+            }
             if self.end == self.buf.len() {
-                // Full: move the partial line to the front, or grow for a long one.
+                // Full: move the partial line to the front, or grow for a long one, up to one
+                // byte past the cap (enough to tell that a line broke it).
                 if self.start > 0 {
                     self.buf.copy_within(self.start..self.end, 0);
                     (self.end, self.start) = (self.end - self.start, 0);
                 } else {
-                    self.buf.resize(self.buf.len() * 2, 0);
+                    let room = (self.buf.len() * 2).min(self.max.saturating_add(1));
+                    self.buf.resize(room, 0);
                 }
             }
             scanned = self.end;
@@ -78,6 +91,10 @@ impl LineReader {
             }
         }
     }
+}
+
+fn too_long() -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, "line over the cap")
 }
 
 #[cfg(unix)]
@@ -124,4 +141,42 @@ fn set_nonblocking(_: &ChildStdout) -> io::Result<()> {
 #[cfg(not(unix))]
 fn wait_readable(_: &ChildStdout, _: Duration) -> io::Result<()> {
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::{Command, Stdio};
+
+    fn reader(script: &str, max: usize) -> (std::process::Child, LineReader) {
+        let mut child = Command::new("sh")
+            .args(["-c", script])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        (child, LineReader::new(out, Duration::ZERO, max).unwrap())
+    }
+
+    #[test]
+    fn lines_up_to_the_cap_pass_and_longer_ones_are_refused() {
+        let t = Duration::from_secs(10);
+        let (mut c, mut r) = reader("printf 'abc\\n0123456789\\n'", 10);
+        assert_eq!(r.read_line(t).unwrap().as_deref(), Some("abc"));
+        assert_eq!(r.read_line(t).unwrap().as_deref(), Some("0123456789"));
+        c.wait().unwrap();
+
+        let (mut c, mut r) = reader("printf '0123456789X\\n'", 10);
+        let e = r.read_line(t).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        c.wait().unwrap();
+
+        // No newline ever: refused once the cap is passed, with the buffer at the cap.
+        let (mut c, mut r) = reader("exec cat /dev/zero", 200_000);
+        let e = r.read_line(t).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert!(r.buf.len() <= 200_001, "{}", r.buf.len());
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
 }

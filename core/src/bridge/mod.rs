@@ -5,7 +5,7 @@
 
 use serde_json::{json, Map, Value};
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 
 mod lines;
@@ -89,6 +89,8 @@ pub struct Worker {
     next_id: u64,
     timeout: Duration,
     dead: Option<String>,
+    /// The cap on a reply line, for the message when a worker breaks it.
+    max_line: u64,
 }
 
 const STDERR_LINES: usize = 40;
@@ -129,20 +131,25 @@ impl Worker {
         let stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
         let stderr_pipe = child.stderr.take().expect("piped");
-        let lines = LineReader::new(stdout, Duration::from_micros(spin_us()))
-            .map_err(|e| Error::io("cannot set up the bridge worker's stdout", e))?;
+        let max_line = crate::limits::BRIDGE_LINE.bytes()?;
+        let lines = LineReader::new(
+            stdout,
+            Duration::from_micros(spin_us()),
+            usize::try_from(max_line).unwrap_or(usize::MAX),
+        )
+        .map_err(|e| Error::io("cannot set up the bridge worker's stdout", e))?;
         let stderr = Arc::new(Mutex::new(VecDeque::new()));
         let tail = stderr.clone();
         std::thread::Builder::new()
             .name("nenyax-bridge-err".into())
             .spawn(move || {
-                for line in BufReader::new(stderr_pipe).lines().map_while(|l| l.ok()) {
+                read_stderr(stderr_pipe, |line| {
                     let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
                     if t.len() == STDERR_LINES {
                         t.pop_front();
                     }
                     t.push_back(line);
-                }
+                })
             })
             .map_err(|e| Error::io("cannot start a bridge reader thread", e))?;
         let mut w = Worker {
@@ -153,6 +160,7 @@ impl Worker {
             next_id: 0,
             timeout: config.timeout,
             dead: None,
+            max_line,
         };
         let hello = w.read_line(config.timeout, "the handshake")?;
         let v: Value = serde_json::from_str(&hello)
@@ -197,6 +205,17 @@ impl Worker {
         match self.lines.read_line(timeout) {
             Ok(Some(l)) => Ok(l),
             Ok(None) => Err(self.fail(format!("did not answer {what} within {timeout:?}"))),
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                let limit = crate::limits::BRIDGE_LINE;
+                let cause = format!(
+                    "sent a line longer than the {} limit for {} in answer to {what} (if the \
+                     environment's replies really are that large, raise it with {}=<bytes>)",
+                    crate::limits::human(self.max_line),
+                    limit.what,
+                    limit.env.unwrap_or_default()
+                );
+                Err(self.fail(cause))
+            }
             Err(e) => {
                 let status = if e.kind() == std::io::ErrorKind::UnexpectedEof {
                     self.child
@@ -257,6 +276,51 @@ impl Drop for Worker {
         // Reap the child: no zombies, no orphans.
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// Hand each stderr line to `keep`, cut to [`crate::limits::BRIDGE_STDERR_LINE`]: only a tail
+/// of them is kept, and a worker that writes without a newline must not grow one line forever.
+fn read_stderr(mut pipe: impl Read, mut keep: impl FnMut(String)) {
+    let cap = crate::limits::BRIDGE_STDERR_LINE.default as usize;
+    let (mut line, mut cut) = (Vec::new(), false);
+    let mut buf = [0u8; 8192];
+    let mut emit = |line: &mut Vec<u8>, cut: &mut bool| {
+        let mut s = String::from_utf8_lossy(line).into_owned();
+        if *cut {
+            s.push_str(" [cut]");
+        }
+        keep(s);
+        line.clear();
+        *cut = false;
+    };
+    loop {
+        let n = match pipe.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        let mut rest = &buf[..n];
+        loop {
+            let (piece, done) = match rest.iter().position(|&b| b == b'\n') {
+                Some(i) => (&rest[..i], Some(i + 1)),
+                None => (rest, None),
+            };
+            let room = cap.saturating_sub(line.len()).min(piece.len());
+            line.extend_from_slice(&piece[..room]);
+            cut |= room < piece.len();
+            match done {
+                Some(i) => {
+                    emit(&mut line, &mut cut);
+                    rest = &rest[i..];
+                }
+                None => break,
+            }
+        }
+    }
+    if !line.is_empty() {
+        emit(&mut line, &mut cut);
     }
 }
 
@@ -414,5 +478,24 @@ impl Drop for Lease {
                 self.pool.freed.notify_one();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stderr_lines_are_cut_at_the_cap() {
+        let cap = crate::limits::BRIDGE_STDERR_LINE.default as usize;
+        let mut input = b"first\n".to_vec();
+        input.extend(std::iter::repeat(b'x').take(cap * 3));
+        input.extend_from_slice(b"\nlast");
+        let mut got = Vec::new();
+        read_stderr(&input[..], |l| got.push(l));
+        assert_eq!(got.len(), 3, "{got:?}");
+        assert_eq!(got[0], "first");
+        assert_eq!(got[1], format!("{} [cut]", "x".repeat(cap)));
+        assert_eq!(got[2], "last");
     }
 }

@@ -153,7 +153,7 @@ impl Answer {
 }
 
 /// Largest response body read by default (a long completion with logprobs fits many times).
-pub const MAX_RESPONSE: u64 = 64 << 20;
+pub const MAX_RESPONSE: u64 = crate::limits::HTTP_BODY.default;
 
 /// A retrying HTTP client; clones share the connection pool.
 #[derive(Clone)]

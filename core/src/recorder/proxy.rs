@@ -11,6 +11,9 @@ use crate::openai::sse::{assemble_stream, stream_finished};
 use crate::openai::wire::{add_capture, truncate, wants_stream};
 use crate::openai::{redact_url, Route, Upstream};
 
+/// The most of one upstream reply, streamed or not, that is read and recorded.
+const MAX_BODY: usize = crate::limits::HTTP_BODY.default as usize;
+
 pub(super) fn proxy(
     ex: &mut Exchange<'_>,
     route: Route,
@@ -66,6 +69,16 @@ pub(super) fn proxy(
         loop {
             match reader.read(&mut buf) {
                 Ok(0) => break,
+                Ok(n) if whole.len() + n > MAX_BODY => {
+                    // The record keeps the whole stream, so an upstream that never ends it
+                    // would grow it without bound.
+                    upstream_err = Some(format!(
+                        "the stream passed the {} limit for {}",
+                        crate::limits::human(MAX_BODY as u64),
+                        crate::limits::HTTP_BODY.what
+                    ));
+                    break;
+                }
                 Ok(n) => {
                     let scan_from = whole.len().saturating_sub(32);
                     whole.extend_from_slice(&buf[..n]);
@@ -105,7 +118,12 @@ pub(super) fn proxy(
         call.latency_s = Some(t0.elapsed().as_secs_f64());
         return call;
     }
-    let text = match resp.body_mut().read_to_string() {
+    let text = match resp
+        .body_mut()
+        .with_config()
+        .limit(MAX_BODY as u64)
+        .read_to_string()
+    {
         Ok(t) => t,
         Err(e) => {
             let msg = format!("could not read the upstream response: {e}");

@@ -321,7 +321,8 @@ impl Sandbox {
     /// Read a file.
     pub fn get(&self, path: &str) -> Result<Vec<u8>> {
         let host = self.host_path(path)?;
-        fs::read(&host).map_err(|e| io_err(&format!("read sandbox file {path}"), e))
+        crate::limits::read_file(&host, &crate::limits::SANDBOX_FILE)
+            .map_err(|e| e.into_error(format!("sandbox: could not read sandbox file {path}")))
     }
 
     /// List a directory, sorted by name.

@@ -171,7 +171,7 @@ impl RunConfig {
     pub fn load(path: impl AsRef<Path>) -> Result<RunConfig> {
         let path = path.as_ref();
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path)
+        let text = crate::limits::read_text(path, &crate::limits::CONFIG_FILE)
             .map_err(|e| Error::Config(format!("{file}: cannot read the run config: {e}")))?;
         RunConfig::from_toml(&text, &file)
     }

@@ -165,8 +165,8 @@ impl HarborEnv {
             if src.is_dir() {
                 sb.put_dir(src, dst)?;
             } else {
-                let data = std::fs::read(src)
-                    .map_err(|e| Error::io(format!("read COPY source {}", src.display()), e))?;
+                let data = crate::limits::read_file(src, &crate::limits::TASK_FILE)
+                    .map_err(|e| e.into_error(format!("read COPY source {}", src.display())))?;
                 let dst = if dst.ends_with('/') {
                     format!(
                         "{dst}{}",
@@ -576,8 +576,8 @@ fn put_all(sb: &Sandbox, items: &[(PathBuf, String)]) -> Result<()> {
         if host.is_dir() {
             sb.put_dir(host, at)?;
         } else {
-            let data = std::fs::read(host)
-                .map_err(|e| Error::io(format!("harbor: read {}", host.display()), e))?;
+            let data = crate::limits::read_file(host, &crate::limits::TASK_FILE)
+                .map_err(|e| e.into_error(format!("harbor: read {}", host.display())))?;
             let mode = std::fs::metadata(host)
                 .map(|m| m.permissions().mode() & 0o777)
                 .unwrap_or(0o644);

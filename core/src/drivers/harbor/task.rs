@@ -600,7 +600,8 @@ fn confine_task_files(task: &HarborTask) -> Result<()> {
 /// Read a required UTF-8 file of the task in `root`.
 fn read_text(root: &Path, p: &Path) -> Result<String> {
     inside_task(root, p)?;
-    std::fs::read_to_string(p).map_err(|e| Error::io(format!("harbor: read {}", p.display()), e))
+    crate::limits::read_text(p, &crate::limits::CONFIG_FILE)
+        .map_err(|e| e.into_error(format!("harbor: read {}", p.display())))
 }
 
 /// `BTreeMap` from a TOML table of strings.

@@ -238,11 +238,10 @@ pub(crate) fn check_row(file: &str, line: usize, v: Value) -> Result<Row> {
 /// Read and check every row of `path`; blank lines are skipped, an empty file is an error.
 pub(crate) fn load(path: &Path) -> Result<Vec<Row>> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        Error::io(
-            format!("cannot read the NeMo Gym task file {file} (the URI's `data` parameter)"),
-            e,
-        )
+    let text = crate::limits::read_text(path, &crate::limits::TASK_FILE).map_err(|e| {
+        e.into_error(format!(
+            "cannot read the NeMo Gym task file {file} (the URI's `data` parameter)"
+        ))
     })?;
     let mut rows = Vec::new();
     for (i, l) in text.lines().enumerate() {

@@ -183,11 +183,10 @@ pub(super) fn run(
 /// Example rollouts (`response.output` of each line) as model turns, by the task's prompt.
 pub(super) fn load_replays(path: &Path) -> Result<HashMap<String, Vec<Message>>> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        Error::io(
-            format!("cannot read the example rollouts {file} (the URI's `rollouts` parameter)"),
-            e,
-        )
+    let text = crate::limits::read_text(path, &crate::limits::TASK_FILE).map_err(|e| {
+        e.into_error(format!(
+            "cannot read the example rollouts {file} (the URI's `rollouts` parameter)"
+        ))
     })?;
     let bad = |line: usize, field: &str, message: String| Error::Define {
         file: file.clone(),
