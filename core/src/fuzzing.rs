@@ -193,3 +193,36 @@ pub fn sse_events(
 pub fn ws_client_frame(text: &str) -> std::result::Result<String, serde_json::Value> {
     crate::openenv_wire::ClientFrame::parse(text).map(|f| f.to_json().to_string())
 }
+
+#[cfg(all(test, feature = "harbor"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn harbor_timeouts_out_of_range_are_task_errors_naming_the_field() {
+        // Found by the fuzzer (tests/fuzz/regressions/harbor/timeout-inf): these panicked in
+        // Duration::from_secs_f64.
+        let dir = tempfile::tempdir().unwrap();
+        let task = dir.path().join("t");
+        std::fs::create_dir_all(task.join("steps/one")).unwrap();
+        std::fs::write(task.join("instruction.md"), "hi\n").unwrap();
+        std::fs::write(task.join("steps/one/instruction.md"), "hi\n").unwrap();
+        for (toml, field) in [
+            ("[agent]\ntimeout_sec = inf\n", "agent.timeout_sec"),
+            ("[verifier]\ntimeout_sec = 1e20\n", "verifier.timeout_sec"),
+            ("[agent]\ntimeout_sec = -5\n", "agent.timeout_sec"),
+            ("[agent]\ntimeout_sec = nan\n", "agent.timeout_sec"),
+            (
+                "[[steps]]\nname = \"one\"\n[steps.healthcheck]\ncommand = \"true\"\ninterval_sec = inf\n",
+                "steps.healthcheck.interval_sec",
+            ),
+        ] {
+            std::fs::write(task.join("task.toml"), toml).unwrap();
+            let e = harbor_task(&task).unwrap_err().to_string();
+            assert!(e.contains(&format!("`{field}`")) && e.contains("seconds"), "{toml}: {e}");
+        }
+        std::fs::write(task.join("task.toml"), "[agent]\ntimeout_sec = 90\n").unwrap();
+        let t = harbor_task(&task).unwrap();
+        assert_eq!(t.steps[0].agent_timeout, Duration::from_secs(90));
+    }
+}

@@ -86,11 +86,26 @@ pub fn discover(root: &Path) -> Result<Vec<HarborTask>> {
     dirs.iter().map(|d| load(d)).collect()
 }
 
-fn secs(v: Option<&toml::Value>, default: f64) -> Duration {
-    let s = v
-        .and_then(|v| v.as_float().or_else(|| v.as_integer().map(|i| i as f64)))
-        .unwrap_or(default);
-    Duration::from_secs_f64(s.max(0.001))
+/// Longest timeout a task.toml may ask for (a year): anything larger is a typo, and an
+/// infinite or huge one would overflow the deadline it becomes.
+const MAX_TIMEOUT_SECS: f64 = 365.0 * 24.0 * 3600.0;
+
+/// A `*_sec` field of task.toml as a duration (at least 1 ms); a value that is not a number of
+/// seconds from 0 to a year is a task error naming the field.
+fn secs(v: Option<&toml::Value>, default: f64, task: &str, field: &str) -> Result<Duration> {
+    let s = match v {
+        None => default,
+        Some(v) => match v.as_float().or_else(|| v.as_integer().map(|i| i as f64)) {
+            Some(s) if (0.0..=MAX_TIMEOUT_SECS).contains(&s) => s,
+            _ => {
+                return Err(Error::Environment(format!(
+                    "harbor: task `{task}`: `{field}` in task.toml is {v}; it must be a number \
+                     of seconds from 0 to {MAX_TIMEOUT_SECS:.0} (a year)"
+                )))
+            }
+        },
+    };
+    Ok(Duration::from_secs_f64(s.max(0.001)))
 }
 
 fn get<'a>(t: &'a toml::Value, path: &[&str]) -> Option<&'a toml::Value> {
@@ -175,20 +190,32 @@ pub fn load(dir: &Path) -> Result<HarborTask> {
                             .and_then(|r| r.as_integer())
                             .unwrap_or(3)
                             .max(1) as u32,
-                        secs(h.get("interval_sec"), 1.0),
+                        h.get("interval_sec"),
                     ))
                 });
+                let healthcheck = match healthcheck {
+                    Some((command, retries, interval)) => Some((
+                        command,
+                        retries,
+                        secs(interval, 1.0, &name, "steps.healthcheck.interval_sec")?,
+                    )),
+                    None => None,
+                };
                 steps.push(HarborStep {
                     name: sname.clone(),
                     instruction: read_text(&sdir.join("instruction.md"))?,
                     agent_timeout: secs(
                         get(s, &["agent", "timeout_sec"]).or(agent_default),
                         3600.0,
-                    ),
+                        &name,
+                        "agent.timeout_sec",
+                    )?,
                     verifier_timeout: secs(
                         get(s, &["verifier", "timeout_sec"]).or(verifier_default),
                         600.0,
-                    ),
+                        &name,
+                        "verifier.timeout_sec",
+                    )?,
                     verifier_env: venv,
                     min_reward: s
                         .get("min_reward")
@@ -206,8 +233,8 @@ pub fn load(dir: &Path) -> Result<HarborTask> {
             steps.push(HarborStep {
                 name: "main".into(),
                 instruction: read_text(&dir.join("instruction.md"))?,
-                agent_timeout: secs(agent_default, 3600.0),
-                verifier_timeout: secs(verifier_default, 600.0),
+                agent_timeout: secs(agent_default, 3600.0, &name, "agent.timeout_sec")?,
+                verifier_timeout: secs(verifier_default, 600.0, &name, "verifier.timeout_sec")?,
                 verifier_env,
                 min_reward: None,
                 tests: vec![(dir.join("tests"), "/tests".into())],
