@@ -114,7 +114,13 @@ impl Outcome {
     fn signature(&self) -> String {
         match self {
             Outcome::Ok(s) => format!("ok {s}"),
-            Outcome::Violation(m) => format!("violation {}", normalize(m, "")),
+            // Violations say what broke before a colon and show the input after it.
+            Outcome::Violation(m) => {
+                format!(
+                    "violation {}",
+                    normalize(m.split(": ").next().unwrap_or(m), "")
+                )
+            }
             Outcome::Panic(m) => format!("panic {}", m.split(": ").next().unwrap_or(m)),
             Outcome::Hang => "hang".into(),
             Outcome::Crash(m) => format!("crash {}", normalize(m, "")),
@@ -574,11 +580,14 @@ fn fuzz_target(
         let _ = fs::create_dir_all(&dir);
         let path = dir.join(fnv(&small));
         let _ = fs::write(&path, &small);
+        let shown: String = String::from_utf8_lossy(&small).chars().take(300).collect();
         let msg = format!(
-            "tests/fuzz/regressions/{}/{} {} (found by mutation; replaying it reproduces it)",
+            "tests/fuzz/regressions/{}/{} {} (found by mutation; replaying it reproduces it; \
+             {} bytes, starting {shown:?})",
             target.name,
             path.file_name().unwrap_or_default().to_string_lossy(),
-            outcome.describe()
+            outcome.describe(),
+            small.len()
         );
         println!("fuzz: FOUND: {msg}");
         found.insert(sig, msg);

@@ -170,11 +170,11 @@ fn uri(data: &[u8]) -> Result<String, String> {
         Err(e) => return Ok(err_sig(&e, &raw)),
     };
     let again = render(&u);
-    let back =
-        Uri::parse(&again).map_err(|e| format!("re-rendered `{again}` does not parse: {e}"))?;
+    let back = Uri::parse(&again)
+        .map_err(|e| format!("a re-rendered URI does not parse: `{again}`: {e}"))?;
     if (&back.scheme, &back.target, &back.params) != (&u.scheme, &u.target, &u.params) {
         return Err(format!(
-            "`{raw}` re-rendered as `{again}` parses differently"
+            "a re-rendered URI parses differently: `{raw}` as `{again}`"
         ));
     }
     let specs = [
@@ -241,7 +241,7 @@ where
     let json = serde_json::to_string(&v)
         .map_err(|e| format!("a parsed {what} does not serialise: {e}"))?;
     let back: T = serde_json::from_str(&json)
-        .map_err(|e| format!("a {what} serialised as {json} does not parse back: {e}"))?;
+        .map_err(|e| format!("a {what} does not parse back from its JSON: {e}: {json}"))?;
     if back != v {
         return Err(format!("a {what} changed in a JSON round trip: {json}"));
     }
@@ -307,13 +307,30 @@ fn define(data: &[u8]) -> Result<String, String> {
     let path = dir.join("fuzz.toml");
     std::fs::write(&path, data).map_err(|e| format!("cannot write the input: {e}"))?;
     let input = text(data);
-    Ok(match nenyax::define::load_file(&path, "define:fuzz") {
-        Ok(env) => {
-            let tasks = env.tasks(Some(3)).map(|t| t.len()).unwrap_or(0);
-            format!("ok {} tasks {tasks}", env.manifest().mode.as_str())
-        }
+    let toml = match nenyax::define::load_file(&path, "define:fuzz") {
+        Ok(env) => played(env.as_ref()),
         Err(e) => err_sig(&e, &input),
-    })
+    };
+    // The same fields as a JSON spec, as the C ABI takes them.
+    let json = match serde_json::from_str::<Value>(&input) {
+        Err(_) => String::new(),
+        Ok(_) => match nenyax::define::from_json_spec(&input, dir) {
+            Ok(env) => played(env.as_ref()),
+            Err(e) => err_sig(&e, &input),
+        },
+    };
+    Ok(format!("{toml} | {json}"))
+}
+
+/// A loaded definition's tasks, and one episode of its reference policy (its judge at work).
+fn played(env: &dyn nenyax::Environment) -> String {
+    let tasks = env.tasks(Some(3)).map(|t| t.len()).unwrap_or(0);
+    let score = env.reference_policy(None).map(|p| {
+        let t = env.rollout(&p, &nenyax::RolloutOptions::default());
+        t.score()
+            .map_or("none".to_string(), |s| format!("{}", s > 0.5))
+    });
+    format!("ok tasks {tasks} reference {score:?}")
 }
 
 // --- Harbor task.toml and Dockerfile ----------------------------------------------------------
@@ -514,7 +531,7 @@ fn ws(data: &[u8]) -> Result<String, String> {
     let payload = text(data);
     if let Ok(json) = fuzzing::ws_client_frame(&payload) {
         let again = fuzzing::ws_client_frame(&json)
-            .map_err(|e| format!("a client frame re-encoded as {json} is refused: {e}"))?;
+            .map_err(|e| format!("a re-encoded client frame is refused: {json}: {e}"))?;
         if again != json {
             return Err(format!(
                 "a client frame changed when re-encoded: {json} then {again}"
