@@ -225,4 +225,34 @@ mod tests {
         let t = harbor_task(&task).unwrap();
         assert_eq!(t.steps[0].agent_timeout, Duration::from_secs(90));
     }
+
+    #[test]
+    fn terminal_bench_task_yaml_timeouts_and_indents_do_not_panic() {
+        // Found by the fuzzer (tests/fuzz/regressions/harbor/terminal-bench-*): a timeout of
+        // inf or -1 panicked in Duration::from_secs_f64, and a block line indented by fewer
+        // bytes than the first was cut inside its first character.
+        let dir = tempfile::tempdir().unwrap();
+        let yaml = dir.path().join("task.yaml");
+        for (text, field) in [
+            (
+                "instruction: x\nmax_agent_timeout_sec: inf\n",
+                "max_agent_timeout_sec",
+            ),
+            (
+                "instruction: x\nmax_test_timeout_sec: -1\n",
+                "max_test_timeout_sec",
+            ),
+        ] {
+            std::fs::write(&yaml, text).unwrap();
+            let e = harbor_task(dir.path()).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("`{field}` in task.yaml")),
+                "{text}: {e}"
+            );
+        }
+        std::fs::write(&yaml, "instruction: |\n  first\n \u{e9} second\n").unwrap();
+        let t = harbor_task(dir.path()).unwrap();
+        assert_eq!(t.steps[0].instruction, "first\n\u{e9} second\n");
+        assert_eq!(t.steps[0].agent_timeout, Duration::from_secs(360));
+    }
 }

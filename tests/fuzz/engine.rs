@@ -552,10 +552,8 @@ fn fuzz_target(
         execs += 1;
         let sig = outcome.signature();
         if !outcome.failed() {
-            if debug {
-                if !seen.contains(&sig) {
-                    println!("fuzz: new {sig}");
-                }
+            if debug && !seen.contains(&sig) {
+                println!("fuzz: new {sig}");
             }
             if seen.insert(sig) && pool.len() < 4000 {
                 grown += 1;

@@ -336,9 +336,10 @@ fn played(env: &dyn nenyax::Environment) -> String {
 // --- Harbor task.toml and Dockerfile ----------------------------------------------------------
 
 fn harbor(data: &[u8]) -> Result<String, String> {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    let dir = DIR.get_or_init(|| {
-        let d = scratch("harbor").join("task-fuzz");
+    static DIRS: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+    let (harbor_dir, tb_dir) = DIRS.get_or_init(|| {
+        let root = scratch("harbor");
+        let d = root.join("task-fuzz");
         for (p, body) in [
             ("instruction.md", "Write hello to /app/out.txt.\n"),
             ("environment/app.py", "print('hi')\n"),
@@ -352,15 +353,34 @@ fn harbor(data: &[u8]) -> Result<String, String> {
             let _ = std::fs::create_dir_all(d.join(p).parent().unwrap_or(&d));
             let _ = std::fs::write(d.join(p), body);
         }
-        d
+        let tb = root.join("tb-fuzz");
+        for (p, body) in [
+            ("app.py", "print('hi')\n"),
+            ("run-tests.sh", "#!/bin/bash\ntrue\n"),
+            ("solution.sh", "#!/bin/bash\ntrue\n"),
+        ] {
+            let _ = std::fs::create_dir_all(&tb);
+            let _ = std::fs::write(tb.join(p), body);
+        }
+        (d, tb)
     });
     let s = text(data);
-    let (toml, docker) = match s.split_once("\n#--- Dockerfile\n") {
-        Some((t, d)) => (t, Some(d)),
-        None => (s.as_str(), None),
+    // `#yaml` first: the old Terminal-Bench layout (task.yaml, Dockerfile beside it).
+    let (dir, config, context, rest) = match s.strip_prefix("#yaml\n") {
+        Some(rest) => (tb_dir, "task.yaml", tb_dir.clone(), rest),
+        None => (
+            harbor_dir,
+            "task.toml",
+            harbor_dir.join("environment"),
+            s.as_str(),
+        ),
     };
-    std::fs::write(dir.join("task.toml"), toml).map_err(|e| e.to_string())?;
-    let dockerfile = dir.join("environment/Dockerfile");
+    let (config_text, docker) = match rest.split_once("\n#--- Dockerfile\n") {
+        Some((t, d)) => (t, Some(d)),
+        None => (rest, None),
+    };
+    std::fs::write(dir.join(config), config_text).map_err(|e| e.to_string())?;
+    let dockerfile = context.join("Dockerfile");
     match docker {
         Some(d) => std::fs::write(&dockerfile, d).map_err(|e| e.to_string())?,
         None => {
@@ -371,11 +391,8 @@ fn harbor(data: &[u8]) -> Result<String, String> {
         Ok(t) => t,
         Err(e) => return Ok(err_sig(&e, &s)),
     };
-    // A COPY may only read from the build context (the environment folder), as in Docker.
-    let context = dir
-        .join("environment")
-        .canonicalize()
-        .map_err(|e| e.to_string())?;
+    // A COPY may only read from the build context, as in Docker.
+    let context = context.canonicalize().map_err(|e| e.to_string())?;
     for (src, _) in &task.copies {
         let real = src.canonicalize().unwrap_or_else(|_| src.clone());
         if !real.starts_with(&context) {
@@ -386,7 +403,7 @@ fn harbor(data: &[u8]) -> Result<String, String> {
         }
     }
     Ok(format!(
-        "ok steps {} copies {}",
+        "ok {config} steps {} copies {}",
         task.steps.len(),
         task.copies.len().min(3)
     ))

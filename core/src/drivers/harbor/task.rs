@@ -93,18 +93,30 @@ const MAX_TIMEOUT_SECS: f64 = 365.0 * 24.0 * 3600.0;
 /// A `*_sec` field of task.toml as a duration (at least 1 ms); a value that is not a number of
 /// seconds from 0 to a year is a task error naming the field.
 fn secs(v: Option<&toml::Value>, default: f64, task: &str, field: &str) -> Result<Duration> {
-    let s = match v {
-        None => default,
-        Some(v) => match v.as_float().or_else(|| v.as_integer().map(|i| i as f64)) {
-            Some(s) if (0.0..=MAX_TIMEOUT_SECS).contains(&s) => s,
-            _ => {
-                return Err(Error::Environment(format!(
-                    "harbor: task `{task}`: `{field}` in task.toml is {v}; it must be a number \
-                     of seconds from 0 to {MAX_TIMEOUT_SECS:.0} (a year)"
-                )))
-            }
-        },
-    };
+    match v {
+        None => checked_secs(default, &default.to_string(), task, "task.toml", field),
+        Some(v) => {
+            let s = v.as_float().or_else(|| v.as_integer().map(|i| i as f64));
+            checked_secs(
+                s.unwrap_or(f64::NAN),
+                &v.to_string(),
+                task,
+                "task.toml",
+                field,
+            )
+        }
+    }
+}
+
+/// `s` seconds as a duration (at least 1 ms), or a task error naming the file and field that
+/// gave `shown`.
+fn checked_secs(s: f64, shown: &str, task: &str, file: &str, field: &str) -> Result<Duration> {
+    if !(0.0..=MAX_TIMEOUT_SECS).contains(&s) {
+        return Err(Error::Environment(format!(
+            "harbor: task `{task}`: `{field}` in {file} is {shown}; it must be a number of \
+             seconds from 0 to {MAX_TIMEOUT_SECS:.0} (a year)"
+        )));
+    }
     Ok(Duration::from_secs_f64(s.max(0.001)))
 }
 
@@ -270,11 +282,15 @@ fn load_terminal_bench(dir: &Path, name: String) -> Result<HarborTask> {
             dir.display()
         ))
     })?;
-    let num = |k: &str, d: f64| {
-        yaml_field(&yaml, k)
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .unwrap_or(d)
+    let timeout = |k: &str, d: f64| match yaml_field(&yaml, k) {
+        Some(v) => match v.trim().parse::<f64>() {
+            Ok(s) => checked_secs(s, v.trim(), &name, "task.yaml", k),
+            Err(_) => checked_secs(d, &d.to_string(), &name, "task.yaml", k),
+        },
+        None => checked_secs(d, &d.to_string(), &name, "task.yaml", k),
     };
+    let agent_timeout = timeout("max_agent_timeout_sec", 360.0)?;
+    let verifier_timeout = timeout("max_test_timeout_sec", 60.0)?;
     let image = if dir.join("Dockerfile").is_file() {
         parse_dockerfile(&dir.join("Dockerfile"), dir)?
     } else {
@@ -301,8 +317,8 @@ fn load_terminal_bench(dir: &Path, name: String) -> Result<HarborTask> {
         steps: vec![HarborStep {
             name: "main".into(),
             instruction,
-            agent_timeout: Duration::from_secs_f64(num("max_agent_timeout_sec", 360.0)),
-            verifier_timeout: Duration::from_secs_f64(num("max_test_timeout_sec", 60.0)),
+            agent_timeout,
+            verifier_timeout,
             verifier_env,
             min_reward: None,
             tests,
@@ -334,7 +350,9 @@ fn yaml_field(yaml: &str, key: &str) -> Option<String> {
             }
             let n = l.len() - l.trim_start().len();
             let ind = *indent.get_or_insert(n);
-            out.push(if l.len() >= ind { &l[ind..] } else { "" });
+            // A line indented less than the first (or by other whitespace) loses all of it;
+            // cutting at a byte count could split a character.
+            out.push(l.get(ind..).unwrap_or_else(|| l.trim_start()));
         }
         while out.last().is_some_and(|l| l.is_empty()) {
             out.pop();
