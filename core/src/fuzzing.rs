@@ -199,6 +199,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_chunk_size_near_usize_max_is_refused_as_too_large() {
+        // Found by the fuzzer (tests/fuzz/regressions/http/chunk-size-overflow): adding the
+        // size to the body read so far overflowed and panicked the connection's thread.
+        let raw = b"POST /step HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n\
+                    1\r\na\r\nffffffffffffffff\r\nb\r\n0\r\n\r\n";
+        let out = http_requests(raw).unwrap();
+        assert!(
+            matches!(out.as_slice(), [HttpOutcome::Rejected(413, m)] if m.contains("limit")),
+            "{out:?}"
+        );
+    }
+
+    #[test]
     fn harbor_timeouts_out_of_range_are_task_errors_naming_the_field() {
         // Found by the fuzzer (tests/fuzz/regressions/harbor/timeout-inf): these panicked in
         // Duration::from_secs_f64.
