@@ -142,8 +142,19 @@ impl Outcome {
 /// own words and all numbers and punctuation dropped), so that one bug has one signature.
 pub fn normalize(m: &str, input: &str) -> String {
     let input = input.to_ascii_lowercase();
+    // Quoted parts (`x`, "x") are the input's, whatever the input was.
+    let mut unquoted = String::new();
+    let mut quote = None;
+    for c in m.chars() {
+        match (quote, c) {
+            (None, '`' | '"') => quote = Some(c),
+            (Some(q), c) if c == q => quote = None,
+            (None, c) => unquoted.push(c),
+            _ => {}
+        }
+    }
     let mut words: Vec<String> = Vec::new();
-    for w in m.split(|c: char| !c.is_ascii_alphabetic()).take(60) {
+    for w in unquoted.split(|c: char| !c.is_ascii_alphabetic()).take(60) {
         let w = w.to_ascii_lowercase();
         if w.len() >= 3 && !input.contains(&w) && words.last() != Some(&w) {
             words.push(w);

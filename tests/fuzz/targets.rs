@@ -121,6 +121,8 @@ const HTTP_TOKENS: &[&str] = &[
     "Transfer-Encoding: chunked\r\n",
     "Connection: close\r\n",
     "Expect: 100-continue\r\n",
+    "ffffffffffffffff",
+    "\r\n1\r\na\r\n",
     "\r\n0\r\n\r\n",
     "HTTP/1.0",
     ": ",
@@ -434,7 +436,7 @@ fn bridge(data: &[u8]) -> Result<String, String> {
         .iter()
         .map(|l| match &l.parsed {
             Ok(k) => k.clone(),
-            Err(e) => normalize(e, &l.text),
+            Err(e) => normalize(e, ""),
         })
         .take(4)
         .collect();
@@ -488,11 +490,17 @@ fn http(data: &[u8]) -> Result<String, String> {
             } => {
                 format!(
                     "{} body {}",
-                    method.chars().take(8).collect::<String>(),
+                    if ["GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS"]
+                        .contains(&method.as_str())
+                    {
+                        method.as_str()
+                    } else {
+                        "other"
+                    },
                     (*body_len).min(1)
                 )
             }
-            HttpOutcome::Rejected(s, m) => format!("{s} {}", normalize(m, &text(data))),
+            HttpOutcome::Rejected(s, m) => format!("{s} {}", normalize(m, "")),
             HttpOutcome::Gone => "gone".into(),
         })
         .collect();
