@@ -142,12 +142,13 @@ impl Outcome {
 /// own words and all numbers and punctuation dropped), so that one bug has one signature.
 pub fn normalize(m: &str, input: &str) -> String {
     let input = input.to_ascii_lowercase();
-    // Quoted parts (`x`, "x") are the input's, whatever the input was.
+    // Without the input, quoted parts (`x`, "x") are taken to be the input's. With it, quotes
+    // are not trusted: the input may hold quote characters itself.
     let mut unquoted = String::new();
     let mut quote = None;
     for c in m.chars() {
         match (quote, c) {
-            (None, '`' | '"') => quote = Some(c),
+            (None, '`' | '"') if input.is_empty() => quote = Some(c),
             (Some(q), c) if c == q => quote = None,
             (None, c) => unquoted.push(c),
             _ => {}
