@@ -138,26 +138,40 @@ impl Outcome {
     }
 }
 
-/// The words of a message that come from its template rather than from the input (`input`'s
-/// own words and all numbers and punctuation dropped), so that one bug has one signature.
+/// The words of a message that come from its template rather than from the input, so that
+/// one bug has one signature: the input itself, quoted parts (`x`, "x"), snippet lines
+/// (`1 | text`), numbers and punctuation are dropped.
 pub fn normalize(m: &str, input: &str) -> String {
-    let input = input.to_ascii_lowercase();
-    // Without the input, quoted parts (`x`, "x") are taken to be the input's. With it, quotes
-    // are not trusted: the input may hold quote characters itself.
+    // A short input could also be a piece of a template word; its own words are dropped below.
+    let m = if input.trim().len() < 6 {
+        m.to_string()
+    } else {
+        m.replace(input, "").replace(input.trim(), "")
+    };
+    let m: String = m
+        .lines()
+        .filter(|l| !l.contains('|'))
+        .collect::<Vec<_>>()
+        .join(" ");
+    // Words of the input that reach the message in pieces (a field name, a scheme).
+    let theirs: HashSet<String> = input
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .map(str::to_ascii_lowercase)
+        .collect();
     let mut unquoted = String::new();
     let mut quote = None;
     for c in m.chars() {
         match (quote, c) {
-            (None, '`' | '"') if input.is_empty() => quote = Some(c),
+            (None, '`' | '"') => quote = Some(c),
             (Some(q), c) if c == q => quote = None,
             (None, c) => unquoted.push(c),
             _ => {}
         }
     }
     let mut words: Vec<String> = Vec::new();
-    for w in unquoted.split(|c: char| !c.is_ascii_alphabetic()).take(60) {
+    for w in unquoted.split(|c: char| !c.is_ascii_alphabetic()) {
         let w = w.to_ascii_lowercase();
-        if w.len() >= 3 && !input.contains(&w) && words.last() != Some(&w) {
+        if w.len() >= 3 && words.last() != Some(&w) && !theirs.contains(&w) {
             words.push(w);
         }
         if words.len() == 12 {

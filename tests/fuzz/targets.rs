@@ -155,8 +155,9 @@ fn enc(s: &str) -> String {
 fn render(u: &Uri) -> String {
     let mut s = format!("{}:{}", u.scheme, enc(&u.target));
     for (i, (k, v)) in u.params.iter().enumerate() {
+        // Text that would read as JSON (`"4"` gave the text `4`) goes back quoted.
         let v = match v {
-            Value::String(s) => s.clone(),
+            Value::String(s) if serde_json::from_str::<Value>(s).is_err() => s.clone(),
             other => other.to_string(),
         };
         s.push(if i == 0 { '?' } else { '&' });
@@ -165,11 +166,27 @@ fn render(u: &Uri) -> String {
     s
 }
 
+/// A URI error by its variant and template parts only: URIs, names and values are the input's.
+fn uri_err(e: &nenyax::Error, raw: &str) -> String {
+    match e {
+        // Every reason's template is told apart by its first two words.
+        nenyax::Error::InvalidUri { reason, .. } => {
+            let head: Vec<&str> = reason.split_whitespace().take(2).collect();
+            format!("invalid {}", normalize(&head.join(" "), raw))
+        }
+        nenyax::Error::UnknownParameter { suggestion, .. } => {
+            format!("unknown parameter, suggested {}", suggestion.is_some())
+        }
+        nenyax::Error::InvalidParameter { expected, .. } => format!("wants {expected}"),
+        other => other.kind().to_string(),
+    }
+}
+
 fn uri(data: &[u8]) -> Result<String, String> {
     let raw = text(data);
     let u = match Uri::parse(&raw) {
         Ok(u) => u,
-        Err(e) => return Ok(err_sig(&e, &raw)),
+        Err(e) => return Ok(uri_err(&e, &raw)),
     };
     let again = render(&u);
     let back = Uri::parse(&again)
@@ -226,7 +243,7 @@ fn uri(data: &[u8]) -> Result<String, String> {
             u.params.len().min(4),
             p.int("size", 10) > 0
         ),
-        Err(e) => err_sig(&e, &raw),
+        Err(e) => uri_err(&e, &raw),
     })
 }
 
