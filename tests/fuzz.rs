@@ -17,7 +17,8 @@ mod engine;
 mod targets;
 
 fn main() {
-    let targets = targets::all();
+    let mut targets = targets::all();
+    targets.push(engine::self_check_target());
     if let Ok(name) = std::env::var(engine::CHILD_ENV) {
         engine::child(&targets, &name);
     }

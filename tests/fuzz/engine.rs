@@ -361,10 +361,11 @@ impl Runner {
                 // Let the stderr reader catch the child's last words.
                 std::thread::sleep(Duration::from_millis(50));
                 let tail = self.stderr.lock().unwrap_or_else(|e| e.into_inner());
+                // A failed allocation says so, then may print a backtrace after it.
                 let why = tail
                     .iter()
-                    .rev()
-                    .find(|l| !l.trim().is_empty())
+                    .find(|l| l.contains("memory allocation of"))
+                    .or_else(|| tail.iter().rev().find(|l| !l.trim().is_empty()))
                     .cloned()
                     .unwrap_or_default();
                 Outcome::Crash(format!("{status}; {why}"))
@@ -434,12 +435,73 @@ fn fnv(data: &[u8]) -> String {
     format!("{h:016x}")
 }
 
+/// The harness's own target: inputs that panic, hang, abort, run out of memory or break a
+/// property on purpose, so that every run first proves it still sees each kind of failure.
+pub fn self_check_target() -> Target {
+    fn run(input: &[u8]) -> Result<String, String> {
+        match input {
+            b"panic" => panic!("self-check panic"),
+            b"hang" => {
+                std::thread::sleep(Duration::from_secs(60));
+                Ok("woke".into())
+            }
+            b"abort" => std::process::abort(),
+            b"alloc" => {
+                // Twice the child's address-space cap: the allocation must fail.
+                let v: Vec<u8> =
+                    Vec::with_capacity(std::hint::black_box(2 * CHILD_MEMORY as usize));
+                Ok(format!("allocated {}", v.capacity()))
+            }
+            b"violation" => Err("self-check violation".into()),
+            _ => Ok("fine".into()),
+        }
+    }
+    Target {
+        name: "self-check",
+        run,
+        max_len: 16,
+        timeout: Duration::from_secs(1),
+        tokens: &[],
+    }
+}
+
+fn self_check(runner: &mut Runner, t: usize, target: &Target) -> Vec<String> {
+    let cases: [(&[u8], fn(&Outcome) -> bool); 6] = [
+        (b"fine", |o| matches!(o, Outcome::Ok(_))),
+        (
+            b"panic",
+            |o| matches!(o, Outcome::Panic(m) if m.contains("self-check panic")),
+        ),
+        (b"violation", |o| matches!(o, Outcome::Violation(_))),
+        (b"hang", |o| matches!(o, Outcome::Hang)),
+        (b"abort", |o| matches!(o, Outcome::Crash(_))),
+        (
+            b"alloc",
+            |o| matches!(o, Outcome::Crash(m) if m.contains("memory allocation")),
+        ),
+    ];
+    let mut out = Vec::new();
+    for (input, want) in cases {
+        let got = runner.run(t, target, input);
+        if !want(&got) {
+            out.push(format!(
+                "the harness's self-check `{}` was not seen as intended: {}",
+                String::from_utf8_lossy(input),
+                got.describe()
+            ));
+        }
+    }
+    out
+}
+
 pub fn parent(targets: &[Target]) -> i32 {
     let args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with('-'))
         .collect();
+    let check = targets.iter().position(|t| t.name == "self-check");
     let chosen: Vec<usize> = (0..targets.len())
+        .filter(|&i| Some(i) != check)
         .filter(|&i| args.is_empty() || args.iter().any(|a| targets[i].name.contains(a.as_str())))
         .collect();
     let known = match known() {
@@ -451,6 +513,14 @@ pub fn parent(targets: &[Target]) -> i32 {
     };
     let mut runner = Runner::start();
     let mut failures = Vec::new();
+    if let Some(c) = check {
+        let t0 = Instant::now();
+        failures.extend(self_check(&mut runner, c, &targets[c]));
+        println!(
+            "fuzz: self-check (a panic, a hang, an abort and a failed allocation are each seen) in {:.1} s",
+            t0.elapsed().as_secs_f64()
+        );
+    }
     // Per target: the inputs that pass (mutation seeds) and the signatures of known findings
     // (the fuzzer does not report those again).
     let mut seeds: Vec<Vec<Vec<u8>>> = vec![Vec::new(); targets.len()];
