@@ -466,7 +466,8 @@ pub fn self_check_target() -> Target {
 }
 
 fn self_check(runner: &mut Runner, t: usize, target: &Target) -> Vec<String> {
-    let cases: [(&[u8], fn(&Outcome) -> bool); 6] = [
+    type Expect = fn(&Outcome) -> bool;
+    let cases: [(&[u8], Expect); 6] = [
         (b"fine", |o| matches!(o, Outcome::Ok(_))),
         (
             b"panic",
