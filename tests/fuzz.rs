@@ -13,6 +13,8 @@
 
 #[path = "fuzz/engine.rs"]
 mod engine;
+#[path = "fuzz/mutate.rs"]
+mod mutate;
 #[path = "fuzz/targets.rs"]
 mod targets;
 

@@ -9,6 +9,8 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::mutate::{mutate, Rng};
+
 /// Set in the child's environment; its value is ignored.
 pub const CHILD_ENV: &str = "NENYAX_FUZZ_CHILD";
 
@@ -29,68 +31,6 @@ pub struct Target {
     /// Fragments worth inserting, beyond the shared ones.
     pub tokens: &'static [&'static str],
 }
-
-/// Fragments that break parsers: escapes, separators, non-ASCII, numbers at the edges.
-const TOKENS: &[&str] = &[
-    "%",
-    "%€",
-    "€",
-    "%e2%82",
-    "%ff",
-    "..",
-    "../",
-    "/",
-    "\\",
-    "\r\n",
-    "\n",
-    "\r",
-    "\r\n\r\n",
-    "\0",
-    "\t",
-    " ",
-    "\"",
-    "'",
-    "`",
-    "=",
-    "&",
-    "?",
-    ":",
-    ";",
-    ",",
-    "#",
-    "{",
-    "}",
-    "[",
-    "]",
-    "[[",
-    "]]",
-    "{}",
-    "[]",
-    "null",
-    "true",
-    "false",
-    "0",
-    "-0",
-    "-1",
-    "1e20",
-    "1e400",
-    "-1e20",
-    "1.5",
-    "NaN",
-    "nan",
-    "inf",
-    "-inf",
-    "Infinity",
-    "18446744073709551616",
-    "9223372036854775807",
-    "-9223372036854775808",
-    "4294967296",
-    "0x10",
-    "💥",
-    "\u{feff}",
-    "\u{202e}",
-    "ÿ",
-];
 
 /// How one input went.
 #[derive(Debug, Clone, PartialEq)]
@@ -275,6 +215,8 @@ struct Runner {
     stdin: ChildStdin,
     answers: Receiver<(u8, String)>,
     stderr: Arc<Mutex<VecDeque<String>>>,
+    /// The stderr reader, done once the child's stderr is closed.
+    stderr_done: std::thread::JoinHandle<()>,
 }
 
 impl Runner {
@@ -312,12 +254,13 @@ impl Runner {
         });
         let stderr = Arc::new(Mutex::new(VecDeque::new()));
         let tail = stderr.clone();
-        std::thread::spawn(move || {
+        let stderr_done = std::thread::spawn(move || {
             let mut r = std::io::BufReader::new(stderr_pipe);
             let mut line = String::new();
             while std::io::BufRead::read_line(&mut r, &mut line).unwrap_or(0) > 0 {
                 let mut t = tail.lock().unwrap_or_else(|e| e.into_inner());
-                if t.len() == 20 {
+                // Enough for a failed allocation's message and the backtrace printed after it.
+                if t.len() == 400 {
                     t.pop_front();
                 }
                 t.push_back(line.trim_end().to_string());
@@ -329,6 +272,7 @@ impl Runner {
             stdin,
             answers,
             stderr,
+            stderr_done,
         }
     }
 
@@ -358,8 +302,12 @@ impl Runner {
             Ok(Err(RecvTimeoutError::Timeout)) => Outcome::Hang,
             Ok(Err(RecvTimeoutError::Disconnected)) | Err(_) => {
                 let status = self.child.wait().map(|s| s.to_string()).unwrap_or_default();
-                // Let the stderr reader catch the child's last words.
-                std::thread::sleep(Duration::from_millis(50));
+                // Let the stderr reader catch the child's last words (bounded, in case
+                // something the child started still holds the pipe).
+                let t0 = Instant::now();
+                while !self.stderr_done.is_finished() && t0.elapsed() < Duration::from_secs(2) {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
                 let tail = self.stderr.lock().unwrap_or_else(|e| e.into_inner());
                 // A failed allocation says so, then may print a backtrace after it.
                 let why = tail
@@ -725,109 +673,4 @@ fn minimize(runner: &mut Runner, t: usize, target: &Target, input: Vec<u8>, sig:
         }
     }
     best
-}
-
-// ---------------------------------------------------------------------------------------------
-// Mutations.
-
-/// xorshift64*: small, seedable, good enough to pick mutations.
-pub struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545f4914f6cdd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        if n == 0 {
-            0
-        } else {
-            (self.next() % n as u64) as usize
-        }
-    }
-}
-
-fn mutate(input: &mut Vec<u8>, pool: &[Vec<u8>], target: &Target, rng: &mut Rng) {
-    let len = input.len();
-    let at = rng.below(len + 1);
-    match rng.below(11) {
-        0 if len > 0 => {
-            let i = rng.below(len);
-            input[i] ^= 1 << rng.below(8);
-        }
-        1 if len > 0 => {
-            let i = rng.below(len);
-            input[i] = rng.next() as u8;
-        }
-        2 => input.insert(at, rng.next() as u8),
-        3 if len > 0 => {
-            let n = 1 + rng.below((len - at.min(len - 1)).min(16));
-            let start = at.min(len - 1);
-            input.drain(start..(start + n).min(len));
-        }
-        4 | 5 => {
-            let token = if rng.below(2) == 0 && !target.tokens.is_empty() {
-                target.tokens[rng.below(target.tokens.len())]
-            } else {
-                TOKENS[rng.below(TOKENS.len())]
-            };
-            input.splice(at..at, token.bytes());
-        }
-        6 if !pool.is_empty() => {
-            // Splice: this input's head with another's tail.
-            let other = &pool[rng.below(pool.len())];
-            let from = rng.below(other.len() + 1);
-            input.truncate(at);
-            input.extend_from_slice(&other[from..]);
-        }
-        7 => {
-            // A long run: of one byte, or of a short piece of the input (nesting, repeats).
-            let n = [16, 256, 4096, 65536][rng.below(4)];
-            if len > 0 && rng.below(2) == 0 {
-                let start = rng.below(len);
-                let piece = input[start..(start + 1 + rng.below(8)).min(len)].to_vec();
-                let run: Vec<u8> = piece.iter().cycle().take(n).copied().collect();
-                input.splice(at..at, run);
-            } else {
-                let b = [b'a', b'[', b'{', b'0', b'9', b' ', b'\n', b'%', 0xff][rng.below(9)];
-                input.splice(at..at, std::iter::repeat(b).take(n));
-            }
-        }
-        8 => {
-            // Swap a number for one at an edge.
-            let nums = [
-                "0",
-                "-1",
-                "1e20",
-                "1e400",
-                "NaN",
-                "18446744073709551616",
-                "-0.0",
-                "inf",
-            ];
-            let start = input.iter().position(|b| b.is_ascii_digit());
-            if let Some(s) = start {
-                let end = input[s..]
-                    .iter()
-                    .position(|b| !b.is_ascii_digit() && *b != b'.')
-                    .map_or(input.len(), |e| s + e);
-                input.splice(s..end, nums[rng.below(nums.len())].bytes());
-            }
-        }
-        9 if len > 1 => {
-            // Copy a chunk of the input somewhere else in it.
-            let s = rng.below(len);
-            let piece = input[s..(s + 1 + rng.below(64)).min(len)].to_vec();
-            let at = rng.below(input.len() + 1);
-            input.splice(at..at, piece);
-        }
-        _ if len > 0 => {
-            // Cut it short (truncated streams, unclosed brackets).
-            input.truncate(rng.below(len));
-        }
-        _ => input.push(rng.next() as u8),
-    }
 }
