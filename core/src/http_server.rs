@@ -309,7 +309,8 @@ impl Conn {
                 while !self.read_line()?.is_empty() {}
                 return Ok(body);
             }
-            if body.len() + size > max_body {
+            // `size` is the client's: compare without adding, which could overflow.
+            if size > max_body.saturating_sub(body.len()) {
                 return Err(Refused::Reject(
                     413,
                     format!("request body is over the {max_body}-byte limit"),

@@ -26,6 +26,9 @@ pub mod driver;
 pub mod drivers;
 pub mod env;
 pub mod error;
+// Entry points for the fuzz harness (tests/fuzz.rs); not part of the supported API.
+#[doc(hidden)]
+pub mod fuzzing;
 #[cfg(feature = "servers")]
 mod http_server;
 pub mod judges;

@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 
-mod lines;
+pub(crate) mod lines;
 mod package;
 use lines::LineReader;
 use std::sync::{Arc, Condvar, Mutex};
@@ -328,7 +328,7 @@ fn clip(s: &str) -> String {
     s.chars().take(200).collect()
 }
 
-fn remote_error(e: &Value) -> Error {
+pub(crate) fn remote_error(e: &Value) -> Error {
     let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_string();
     let message = s("message");
     match s("kind").as_str() {

@@ -262,13 +262,22 @@ pub fn assemble_stream(route: Route, sse: &str) -> (Option<Map<String, Value>>, 
     }
 }
 
+/// Most tool calls one streamed reply is assembled with; pieces with a higher index are dropped.
+const MAX_STREAMED_TOOL_CALLS: u64 = 1024;
+
 /// Streamed tool calls arrive in pieces keyed by `index`: the first carries id and name, the
 /// rest append to the arguments string.
 fn merge_tool_call(calls: &mut Vec<Value>, piece: &Value) {
     let index = piece
         .get("index")
         .and_then(Value::as_u64)
-        .unwrap_or(calls.len() as u64) as usize;
+        .unwrap_or(calls.len() as u64);
+    // The index comes from the upstream: an absurd one must not make us fill memory with
+    // empty slots up to it. No reply has anywhere near this many calls.
+    if index >= MAX_STREAMED_TOOL_CALLS {
+        return;
+    }
+    let index = index as usize;
     while calls.len() <= index {
         calls.push(
             json!({"id": null, "type": "function", "function": {"name": "", "arguments": ""}}),
@@ -337,5 +346,19 @@ mod tests {
         let (resp, done) = assemble_stream(Route::Chat, sse);
         assert!(!done);
         assert_eq!(resp.unwrap()["choices"][0]["message"]["content"], "x");
+    }
+
+    #[test]
+    fn a_huge_tool_call_index_is_dropped_not_allocated() {
+        // Found by the fuzzer (tests/fuzz/regressions/sse): this filled memory with empty slots.
+        let sse = "data: {\"choices\":[{\"delta\":{\"tool_calls\":[\
+                   {\"index\":100000000000,\"id\":\"a\",\"function\":{\"name\":\"f\"}},\
+                   {\"index\":1,\"id\":\"b\",\"function\":{\"name\":\"g\"}}]}}]}\n\n\
+                   data: [DONE]\n\n";
+        let (resp, done) = assemble_stream(Route::Chat, sse);
+        assert!(done);
+        let calls = resp.unwrap()["choices"][0]["message"]["tool_calls"].clone();
+        assert_eq!(calls.as_array().map(Vec::len), Some(2), "{calls}");
+        assert_eq!(calls[1]["function"]["name"], "g");
     }
 }

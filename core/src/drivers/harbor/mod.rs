@@ -9,7 +9,7 @@
 //! reward.txt is the judgment. Multi-step tasks run their steps in one jail, each with its own
 //! reward, stopping early below a step's `min_reward`.
 
-mod task;
+pub(crate) mod task;
 pub mod terminus;
 
 use std::path::PathBuf;

@@ -86,11 +86,38 @@ pub fn discover(root: &Path) -> Result<Vec<HarborTask>> {
     dirs.iter().map(|d| load(d)).collect()
 }
 
-fn secs(v: Option<&toml::Value>, default: f64) -> Duration {
-    let s = v
-        .and_then(|v| v.as_float().or_else(|| v.as_integer().map(|i| i as f64)))
-        .unwrap_or(default);
-    Duration::from_secs_f64(s.max(0.001))
+/// Longest timeout a task.toml may ask for (a year): anything larger is a typo, and an
+/// infinite or huge one would overflow the deadline it becomes.
+const MAX_TIMEOUT_SECS: f64 = 365.0 * 24.0 * 3600.0;
+
+/// A `*_sec` field of task.toml as a duration (at least 1 ms); a value that is not a number of
+/// seconds from 0 to a year is a task error naming the field.
+fn secs(v: Option<&toml::Value>, default: f64, task: &str, field: &str) -> Result<Duration> {
+    match v {
+        None => checked_secs(default, &default.to_string(), task, "task.toml", field),
+        Some(v) => {
+            let s = v.as_float().or_else(|| v.as_integer().map(|i| i as f64));
+            checked_secs(
+                s.unwrap_or(f64::NAN),
+                &v.to_string(),
+                task,
+                "task.toml",
+                field,
+            )
+        }
+    }
+}
+
+/// `s` seconds as a duration (at least 1 ms), or a task error naming the file and field that
+/// gave `shown`.
+fn checked_secs(s: f64, shown: &str, task: &str, file: &str, field: &str) -> Result<Duration> {
+    if !(0.0..=MAX_TIMEOUT_SECS).contains(&s) {
+        return Err(Error::Environment(format!(
+            "harbor: task `{task}`: `{field}` in {file} is {shown}; it must be a number of \
+             seconds from 0 to {MAX_TIMEOUT_SECS:.0} (a year)"
+        )));
+    }
+    Ok(Duration::from_secs_f64(s.max(0.001)))
 }
 
 fn get<'a>(t: &'a toml::Value, path: &[&str]) -> Option<&'a toml::Value> {
@@ -187,20 +214,32 @@ fn load_harbor(dir: &Path, name: String) -> Result<HarborTask> {
                             .and_then(|r| r.as_integer())
                             .unwrap_or(3)
                             .max(1) as u32,
-                        secs(h.get("interval_sec"), 1.0),
+                        h.get("interval_sec"),
                     ))
                 });
+                let healthcheck = match healthcheck {
+                    Some((command, retries, interval)) => Some((
+                        command,
+                        retries,
+                        secs(interval, 1.0, &name, "steps.healthcheck.interval_sec")?,
+                    )),
+                    None => None,
+                };
                 steps.push(HarborStep {
                     name: sname.clone(),
                     instruction: read_text(dir, &sdir.join("instruction.md"))?,
                     agent_timeout: secs(
                         get(s, &["agent", "timeout_sec"]).or(agent_default),
                         3600.0,
-                    ),
+                        &name,
+                        "agent.timeout_sec",
+                    )?,
                     verifier_timeout: secs(
                         get(s, &["verifier", "timeout_sec"]).or(verifier_default),
                         600.0,
-                    ),
+                        &name,
+                        "verifier.timeout_sec",
+                    )?,
                     verifier_env: venv,
                     min_reward: s
                         .get("min_reward")
@@ -218,8 +257,8 @@ fn load_harbor(dir: &Path, name: String) -> Result<HarborTask> {
             steps.push(HarborStep {
                 name: "main".into(),
                 instruction: read_text(dir, &dir.join("instruction.md"))?,
-                agent_timeout: secs(agent_default, 3600.0),
-                verifier_timeout: secs(verifier_default, 600.0),
+                agent_timeout: secs(agent_default, 3600.0, &name, "agent.timeout_sec")?,
+                verifier_timeout: secs(verifier_default, 600.0, &name, "verifier.timeout_sec")?,
                 verifier_env,
                 min_reward: None,
                 tests: vec![(dir.join("tests"), "/tests".into())],
@@ -255,11 +294,15 @@ fn load_terminal_bench(dir: &Path, name: String) -> Result<HarborTask> {
             dir.display()
         ))
     })?;
-    let num = |k: &str, d: f64| {
-        yaml_field(&yaml, k)
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .unwrap_or(d)
+    let timeout = |k: &str, d: f64| match yaml_field(&yaml, k) {
+        Some(v) => match v.trim().parse::<f64>() {
+            Ok(s) => checked_secs(s, v.trim(), &name, "task.yaml", k),
+            Err(_) => checked_secs(d, &d.to_string(), &name, "task.yaml", k),
+        },
+        None => checked_secs(d, &d.to_string(), &name, "task.yaml", k),
     };
+    let agent_timeout = timeout("max_agent_timeout_sec", 360.0)?;
+    let verifier_timeout = timeout("max_test_timeout_sec", 60.0)?;
     let image = if dir.join("Dockerfile").is_file() {
         parse_dockerfile(dir, &dir.join("Dockerfile"), dir)?
     } else {
@@ -286,8 +329,8 @@ fn load_terminal_bench(dir: &Path, name: String) -> Result<HarborTask> {
         steps: vec![HarborStep {
             name: "main".into(),
             instruction,
-            agent_timeout: Duration::from_secs_f64(num("max_agent_timeout_sec", 360.0)),
-            verifier_timeout: Duration::from_secs_f64(num("max_test_timeout_sec", 60.0)),
+            agent_timeout,
+            verifier_timeout,
             verifier_env,
             min_reward: None,
             tests,
@@ -319,7 +362,9 @@ fn yaml_field(yaml: &str, key: &str) -> Option<String> {
             }
             let n = l.len() - l.trim_start().len();
             let ind = *indent.get_or_insert(n);
-            out.push(if l.len() >= ind { &l[ind..] } else { "" });
+            // A line indented less than the first (or by other whitespace) loses all of it;
+            // cutting at a byte count could split a character.
+            out.push(l.get(ind..).unwrap_or_else(|| l.trim_start()));
         }
         while out.last().is_some_and(|l| l.is_empty()) {
             out.pop();
