@@ -367,7 +367,9 @@ fn config_and_harbor_files_that_never_end_are_refused() {
     );
     assert_refused(&o, &needles);
 
-    // A Harbor task whose instruction is a link to /dev/zero.
+    // A Harbor task whose instruction is a link to /dev/zero is refused before any read (its
+    // files must lie inside the task), and one whose instruction is a (sparse) file past the
+    // cap is refused by its size.
     let dir = tempfile::tempdir().unwrap();
     let task = dir.path().join("task");
     std::fs::create_dir(&task).unwrap();
@@ -376,12 +378,17 @@ fn config_and_harbor_files_that_never_end_are_refused() {
         "version = \"1.0\"\n[verifier]\ntimeout_sec = 60.0\n",
     )
     .unwrap();
-    std::os::unix::fs::symlink("/dev/zero", task.join("instruction.md")).unwrap();
-    let o = nenyax(
-        &["info", &format!("harbor:{}", task.display())],
-        &[],
-        deadline,
-    );
+    let instruction = task.join("instruction.md");
+    std::os::unix::fs::symlink("/dev/zero", &instruction).unwrap();
+    let uri = format!("harbor:{}", task.display());
+    let o = nenyax(&["info", &uri], &[], deadline);
+    assert_refused(&o, &["instruction.md leads outside the task directory"]);
+    std::fs::remove_file(&instruction).unwrap();
+    std::fs::File::create(&instruction)
+        .unwrap()
+        .set_len((16 << 20) + 1)
+        .unwrap();
+    let o = nenyax(&["info", &uri], &[], deadline);
     assert_refused(
         &o,
         &[
