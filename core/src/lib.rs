@@ -31,6 +31,7 @@ mod http_server;
 pub mod judges;
 pub mod kernels;
 pub mod learn;
+pub mod limits;
 pub mod models;
 pub mod openai;
 // Shared by the openenv: driver (client frames) and `nenyax serve` (server frames); each alone

@@ -90,7 +90,14 @@ fn secs(v: Option<&toml::Value>, default: f64) -> Duration {
     let s = v
         .and_then(|v| v.as_float().or_else(|| v.as_integer().map(|i| i as f64)))
         .unwrap_or(default);
-    Duration::from_secs_f64(s.max(0.001))
+    clamp_secs(s)
+}
+
+/// A task's timeout, kept within 1 ms and [`crate::limits::MAX_SECONDS`]: TOML allows `inf`,
+/// `nan` and `1e20`, which `Duration::from_secs_f64` panics on; a huge one means "no limit".
+fn clamp_secs(s: f64) -> Duration {
+    let s = if s.is_nan() { 0.001 } else { s };
+    Duration::from_secs_f64(s.clamp(0.001, crate::limits::MAX_SECONDS))
 }
 
 fn get<'a>(t: &'a toml::Value, path: &[&str]) -> Option<&'a toml::Value> {
@@ -274,8 +281,8 @@ fn load_terminal_bench(dir: &Path, name: String) -> Result<HarborTask> {
         steps: vec![HarborStep {
             name: "main".into(),
             instruction,
-            agent_timeout: Duration::from_secs_f64(num("max_agent_timeout_sec", 360.0)),
-            verifier_timeout: Duration::from_secs_f64(num("max_test_timeout_sec", 60.0)),
+            agent_timeout: clamp_secs(num("max_agent_timeout_sec", 360.0)),
+            verifier_timeout: clamp_secs(num("max_test_timeout_sec", 60.0)),
             verifier_env,
             min_reward: None,
             tests,
