@@ -282,9 +282,9 @@ fn same_situation(env: &dyn Environment, a: &Trajectory, b: &Trajectory) -> Opti
     }
     if env.mode() == Mode::Step && a.score() != b.score() {
         return Some(format!(
-            "the same seed and policy scored {:?} then {:?}",
-            a.score(),
-            b.score()
+            "the same seed and policy scored {} then {}",
+            a.score().map_or("nothing".into(), |s| s.to_string()),
+            b.score().map_or("nothing".into(), |s| s.to_string())
         ));
     }
     None
@@ -494,9 +494,9 @@ pub fn check(env: &Arc<dyn Environment>, factory: Option<Factory>, opts: &CheckO
                 };
                 if differs && env.manifest().capabilities.resettable {
                     return fail(format!(
-                        "episode {i}: parallel judgment {:?} differs from serial {:?}",
-                        b.score(),
-                        a.score()
+                        "episode {i}: parallel judgment {} differs from serial {}",
+                        b.score().map_or("none".into(), |s| s.to_string()),
+                        a.score().map_or("none".into(), |s| s.to_string())
                     ));
                 }
             }

@@ -199,8 +199,13 @@ fn served_routes(server: &Server) -> Result<BTreeSet<String>> {
     if !routes.contains("/verify") || !routes.contains("/seed_session") {
         return Err(Error::Environment(format!(
             "{} is not a NeMo Gym resources server: its /openapi.json lists no POST /seed_session \
-             and /verify (it lists {:?})",
-            server.base, routes
+             and /verify (it lists {})",
+            server.base,
+            if routes.is_empty() {
+                "none".into()
+            } else {
+                routes.iter().cloned().collect::<Vec<_>>().join(", ")
+            }
         )));
     }
     Ok(routes)
