@@ -12,6 +12,11 @@ pub const MAX_SECONDS: f64 = 365.0 * 24.0 * 3600.0;
 /// machine while they start (10,000 took over 40 s) and no rollout gets faster.
 pub const MAX_THREADS: usize = 1024;
 
+/// Most episodes in one batch: a batch holds one job per episode before it starts, so
+/// `-n 100000000000` asked for 8.8 TB and aborted; a larger run is several batches (seeds
+/// continued, output appended).
+pub const MAX_EPISODES: usize = 10_000_000;
+
 /// `value` seconds as a duration, if it is finite, greater than 0 (or equal when `zero_ok`) and
 /// at most [`MAX_SECONDS`]; otherwise `Err` with what is expected, for the caller to wrap in its
 /// own error naming the option (`--timeout must be {expected}, got 1e20`).

@@ -14,7 +14,7 @@ use std::time::Instant;
 use crate::contract::{TaskRef, Trajectory};
 use crate::env::{Environment, RolloutOptions};
 use crate::error::{Error, Result};
-use crate::limits::MAX_THREADS;
+use crate::limits::{MAX_EPISODES, MAX_THREADS};
 use crate::policy::{EpisodeContext, Policy};
 
 /// One rollout to run.
@@ -45,8 +45,14 @@ pub fn plan(env: &dyn Environment, n: usize, seed: i64) -> Result<Vec<Job>> {
 }
 
 /// Episode seeds run from `seed` to `seed + n - 1`; past `i64::MAX` they would wrap (release)
-/// or panic (debug), so a range that does not fit is refused.
+/// or panic (debug), so a range that does not fit is refused, as is a batch too large to hold.
 fn check_seeds(n: usize, seed: i64) -> Result<()> {
+    if n > MAX_EPISODES {
+        return Err(Error::Config(format!(
+            "a batch of {n} episodes is more than one batch holds (at most {MAX_EPISODES}); run \
+             several, each starting at the seed where the last one ended"
+        )));
+    }
     let last = i64::try_from(n.saturating_sub(1))
         .ok()
         .and_then(|k| seed.checked_add(k));
