@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nenyax::conformance::{check, CheckOptions, Tier};
-use nenyax::limits::{MAX_EPISODES, MAX_THREADS};
+use nenyax::limits::{count, MAX_EPISODES, MAX_THREADS};
 use nenyax::{plan, replay, Endpoint, Environment, Error, Policy, Readiness, Registry, Runner};
 
 #[derive(Parser)]
@@ -419,11 +419,6 @@ fn unless_stdout_closed(r: Result<(), Error>) -> Result<(), Error> {
         Err(e) if stdout_closed(&e) => Ok(()),
         other => other,
     }
-}
-
-/// `n word` or `n words`.
-fn count(n: usize, word: &str) -> String {
-    format!("{n} {word}{}", if n == 1 { "" } else { "s" })
 }
 
 fn load(registry: &Registry, uri: &str) -> Result<Arc<dyn Environment>, Error> {

@@ -1,6 +1,7 @@
 //! The accepted ranges of numbers that users give (flags, URI parameters, config files, JSON
 //! options), in one place so that every entry point refuses the same values with the same words
-//! instead of panicking on them (`Duration::from_secs_f64(1e20)` aborts the process).
+//! instead of panicking on them (`Duration::from_secs_f64(1e20)` aborts the process); and how
+//! counts read in messages.
 
 use std::time::Duration;
 
@@ -32,6 +33,11 @@ pub fn seconds(value: f64, zero_ok: bool) -> Result<Duration, String> {
         if zero_ok { ">=" } else { ">" },
         MAX_SECONDS as u64
     ))
+}
+
+/// `n word` or `n words`, for messages that count things ("1 episode", "2 episodes").
+pub fn count(n: usize, word: &str) -> String {
+    format!("{n} {word}{}", if n == 1 { "" } else { "s" })
 }
 
 #[cfg(test)]
