@@ -389,7 +389,8 @@ fn main() -> ExitCode {
         // The reader went away (`nenyax info URI | head -1`): nothing is left to tell it.
         Err(e) if stdout_closed(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}: {e}", e.kind());
+            // Not eprintln!: it panics when stderr is a pipe nobody reads (`2>&1 | true`).
+            let _ = writeln!(std::io::stderr(), "error: {}: {e}", e.kind());
             ExitCode::from(2)
         }
     }

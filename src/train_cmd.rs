@@ -4,6 +4,7 @@
 
 use clap::Args;
 use serde_json::{json, Value};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -154,7 +155,8 @@ fn status_of(e: &Error) -> u8 {
 }
 
 fn fail(e: &Error) -> ExitCode {
-    eprintln!("error: {}: {e}", e.kind());
+    // Not eprintln!: it panics when stderr is a pipe nobody reads.
+    let _ = writeln!(std::io::stderr(), "error: {}: {e}", e.kind());
     ExitCode::from(status_of(e))
 }
 

@@ -203,6 +203,22 @@ fn with_closed_stdout(args: &[&str]) {
     assert!(err.is_empty(), "{args:?} ends quietly: {err}");
 }
 
+/// An error message written into a closed pipe (`nenyax ... 2>&1 | true`) still exits 2.
+#[test]
+fn a_closed_stderr_does_not_turn_an_error_into_a_panic() {
+    for args in [&["info", "nosuch:x"][..], &["train", "nosuch:x"][..]] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_nenyax"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        drop(child.stderr.take());
+        assert_eq!(child.wait().unwrap().code(), Some(2), "{args:?}");
+    }
+}
+
 #[test]
 fn a_closed_stdout_ends_the_command_quietly() {
     with_closed_stdout(&["info", "builtin:guess"]);
