@@ -8,9 +8,11 @@ macro_rules! outln {
     };
 }
 
+mod policy_args;
+mod run_summary;
 mod train_cmd;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 use serde_json::{json, Value};
 use std::fs::OpenOptions;
 use std::io::{BufWriter, Write};
@@ -20,7 +22,9 @@ use std::time::{Duration, Instant};
 
 use nenyax::conformance::{check, CheckOptions, Tier};
 use nenyax::limits::{count, MAX_EPISODES, MAX_THREADS};
-use nenyax::{plan, replay, Endpoint, Environment, Error, Policy, Readiness, Registry, Runner};
+use nenyax::{plan, replay, Environment, Error, Readiness, Registry, Runner};
+use policy_args::{check_policy_args, resolve_policy, PolicyArgs};
+use run_summary::{episode_line, Tally};
 
 #[derive(Parser)]
 #[command(
@@ -169,130 +173,8 @@ enum Command {
     },
 }
 
-#[derive(Clone, Copy, PartialEq, ValueEnum)]
-enum PolicyKind {
-    /// The environment's reference (oracle) policy; `reference` is the same
-    #[value(alias = "reference")]
-    Oracle,
-    /// The environment's null policy (does nothing useful)
-    Null,
-    /// Uniform actions from the action space the manifest declares, seeded per episode
-    Random,
-    /// An OpenAI-compatible chat-completions server (--base-url, --model)
-    Endpoint,
-}
-
-impl PolicyKind {
-    fn name(self) -> &'static str {
-        match self {
-            PolicyKind::Oracle => "oracle",
-            PolicyKind::Null => "null",
-            PolicyKind::Random => "random",
-            PolicyKind::Endpoint => "endpoint",
-        }
-    }
-}
-
-#[derive(Args)]
-struct PolicyArgs {
-    /// Who acts [default: endpoint when a model flag (--provider, --base-url, --model, ...) is
-    /// given, else oracle]
-    #[arg(long, value_enum)]
-    policy: Option<PolicyKind>,
-    /// Model provider by name (openai, groq, vllm, ollama, ...; see `nenyax integrations`)
-    #[arg(long)]
-    provider: Option<String>,
-    /// Base URL of the endpoint, e.g. http://localhost:8000/v1
-    #[arg(long)]
-    base_url: Option<String>,
-    /// Model name served by the endpoint
-    #[arg(long)]
-    model: Option<String>,
-    /// Environment variable holding the endpoint's API key
-    #[arg(long)]
-    api_key_env: Option<String>,
-    /// Sampling temperature sent to the endpoint (a finite number >= 0)
-    #[arg(long, allow_negative_numbers = true)]
-    temperature: Option<f64>,
-    /// Completion token limit sent to the endpoint (at least 1)
-    #[arg(long)]
-    max_tokens: Option<u64>,
-    /// Per-request timeout in seconds (more than 0, at most a year) [default: 600]
-    #[arg(long, allow_negative_numbers = true)]
-    timeout: Option<f64>,
-    /// Retries on 429, 5xx and connection errors (at most 100) [default: 3]
-    #[arg(long)]
-    retries: Option<u32>,
-}
-
-/// Most retries of one model call: each waits up to the backoff cap, so more only hide an
-/// endpoint that is down.
-const MAX_RETRIES: u32 = 100;
-
-impl PolicyArgs {
-    /// The model flags given: they only make sense with the endpoint policy.
-    fn model_flags(&self) -> Vec<&'static str> {
-        [
-            ("--provider", self.provider.is_some()),
-            ("--base-url", self.base_url.is_some()),
-            ("--model", self.model.is_some()),
-            ("--api-key-env", self.api_key_env.is_some()),
-            ("--temperature", self.temperature.is_some()),
-            ("--max-tokens", self.max_tokens.is_some()),
-            ("--timeout", self.timeout.is_some()),
-            ("--retries", self.retries.is_some()),
-        ]
-        .into_iter()
-        .filter_map(|(flag, given)| given.then_some(flag))
-        .collect()
-    }
-
-    /// The policy asked for: model flags without --policy mean the endpoint, so that
-    /// `--provider ollama --model qwen3` never silently runs the oracle instead.
-    fn kind(&self) -> Result<PolicyKind, Error> {
-        let flags = self.model_flags();
-        match self.policy {
-            None if flags.is_empty() => Ok(PolicyKind::Oracle),
-            None => Ok(PolicyKind::Endpoint),
-            Some(k) if k == PolicyKind::Endpoint || flags.is_empty() => Ok(k),
-            Some(k) => Err(Error::Config(format!(
-                "{} {} for a model, but --policy {} does not call one; use --policy endpoint \
-                 (or leave --policy out), or drop {}",
-                flags.join(", "),
-                if flags.len() == 1 { "is" } else { "are" },
-                k.name(),
-                if flags.len() == 1 { "it" } else { "them" }
-            ))),
-        }
-    }
-}
-
 fn parse_tier(s: &str) -> Result<Tier, String> {
     Tier::parse(s).map_err(|e| e.to_string())
-}
-
-/// Check the policy flags before anything is loaded, so that a wrong number costs no start-up.
-fn check_policy_args(args: &PolicyArgs) -> Result<(), Error> {
-    args.kind()?;
-    if let Some(t) = args.temperature {
-        if !(t.is_finite() && t >= 0.0) {
-            return Err(Error::Config(format!(
-                "--temperature must be a finite number >= 0, got {t}"
-            )));
-        }
-    }
-    if args.max_tokens == Some(0) {
-        return Err(Error::Config("--max-tokens must be at least 1".into()));
-    }
-    if let Some(t) = args.timeout {
-        seconds("--timeout", t)?;
-    }
-    if let Some(r) = args.retries.filter(|r| *r > MAX_RETRIES) {
-        return Err(Error::Config(format!(
-            "--retries must be at most {MAX_RETRIES}, got {r}"
-        )));
-    }
-    Ok(())
 }
 
 /// A flag's seconds as a duration, refused by name when not finite, not positive or over a
@@ -334,52 +216,6 @@ fn thread_count(flag: &str, value: usize, zero_ok: bool) -> Result<(), Error> {
         )));
     }
     Ok(())
-}
-
-fn resolve_policy(args: &PolicyArgs, env: &dyn Environment) -> Result<Policy, Error> {
-    let missing = |what: &str| Error::UnsupportedCapability {
-        env: env.id().to_string(),
-        what: format!("provide a {what} policy; use --policy endpoint with a model instead"),
-    };
-    check_policy_args(args)?;
-    match args.kind()? {
-        PolicyKind::Oracle => env
-            .reference_policy(None)
-            .ok_or_else(|| missing("reference")),
-        PolicyKind::Null => env.null_policy(None).ok_or_else(|| missing("null")),
-        PolicyKind::Random => Policy::random(env.manifest()),
-        PolicyKind::Endpoint => {
-            if args.base_url.is_none() && args.provider.is_none() {
-                return Err(Error::Config(
-                    "--policy endpoint needs --provider (e.g. vllm, openai) or --base-url \
-                     (e.g. http://localhost:8000/v1)"
-                        .into(),
-                ));
-            }
-            let model = args
-                .model
-                .clone()
-                .ok_or_else(|| Error::Config("--policy endpoint needs --model".into()))?;
-            let e = match (&args.base_url, &args.provider) {
-                (Some(base), _) => Endpoint::new(base, &model),
-                (None, Some(p)) => Endpoint::preset(p, &model)?,
-                (None, None) => unreachable!("checked above"),
-            };
-            let mut e = e
-                .timeout(seconds("--timeout", args.timeout.unwrap_or(600.0))?)
-                .retries(args.retries.unwrap_or(3), Duration::from_millis(500));
-            if let Some(var) = &args.api_key_env {
-                e = e.api_key_from_env(var)?;
-            }
-            if let Some(t) = args.temperature {
-                e = e.param("temperature", json!(t));
-            }
-            if let Some(m) = args.max_tokens {
-                e = e.param("max_tokens", json!(m));
-            }
-            Ok(Policy::chat(e))
-        }
-    }
 }
 
 fn main() -> ExitCode {
@@ -761,88 +597,6 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             })
         }
     }
-}
-
-/// What a run's episodes came to, for its summary line.
-#[derive(Default)]
-struct Tally {
-    episodes: usize,
-    errors: usize,
-    first_error: Option<String>,
-    /// Episodes that ended without an error and were judged, and their scores' sum.
-    scored: usize,
-    score_sum: f64,
-    /// Judged episodes whose judge decides pass/fail, by verdict.
-    passed: usize,
-    not_passed: usize,
-}
-
-impl Tally {
-    fn add(&mut self, traj: &nenyax::Trajectory) {
-        self.episodes += 1;
-        if let Some(e) = &traj.error {
-            self.errors += 1;
-            self.first_error.get_or_insert_with(|| e.clone());
-            return;
-        }
-        if let Some(s) = traj.score() {
-            self.scored += 1;
-            self.score_sum += s;
-        }
-        match traj.judgment.as_ref().and_then(|j| j.passed) {
-            Some(true) => self.passed += 1,
-            Some(false) => self.not_passed += 1,
-            None => {}
-        }
-    }
-
-    /// Episodes and errors, the mean over all (an error scores 0) and over those that
-    /// completed, and pass counts only where the judge decides pass/fail.
-    fn summary(&self) -> String {
-        let n = self.episodes;
-        let mut s = format!("{}, {}", count(n, "episode"), count(self.errors, "error"));
-        if n > 0 {
-            s += &format!(
-                "; mean score {:.3} over all {n} (errors count as 0)",
-                self.score_sum / n as f64
-            );
-            if self.scored > 0 {
-                s += &format!(
-                    ", {:.3} over the {} completed",
-                    self.score_sum / self.scored as f64,
-                    self.scored
-                );
-            }
-            let unjudged = n - self.errors - self.scored;
-            if unjudged > 0 {
-                s += &format!(", {unjudged} not judged");
-            }
-        }
-        if self.passed + self.not_passed > 0 {
-            s += &format!("; {} passed, {} not passed", self.passed, self.not_passed);
-        }
-        s
-    }
-}
-
-/// One episode of `run --episodes`: index, task, seed, then its score and verdict or its error.
-fn episode_line(i: usize, traj: &nenyax::Trajectory) -> String {
-    let task = traj.task.as_ref().map_or("-", |t| t.id.as_str());
-    let seed = traj.seed.map_or("-".into(), |s| s.to_string());
-    let outcome = match (&traj.error, traj.score()) {
-        // One line per episode, whatever the error says.
-        (Some(e), _) => format!("error: {}", e.replace('\n', " ")),
-        (None, Some(score)) => {
-            let verdict = match traj.judgment.as_ref().and_then(|j| j.passed) {
-                Some(true) => ", passed",
-                Some(false) => ", not passed",
-                None => "",
-            };
-            format!("score {score:.3}{verdict}")
-        }
-        (None, None) => "not judged".into(),
-    };
-    format!("episode {i}: task {task}, seed {seed}, {outcome}")
 }
 
 /// Pinned packages of the frameworks the bridge drives.
