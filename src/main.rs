@@ -1,9 +1,18 @@
 //! The `nenyax` command line: list drivers, inspect, check, run, replay and train on
 //! environments.
 
+/// `println!` that returns an error instead of panicking when stdout is closed; see [`out`].
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::out(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+mod policy_args;
+mod run_summary;
 mod train_cmd;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 use serde_json::{json, Value};
 use std::fs::OpenOptions;
 use std::io::{BufWriter, Write};
@@ -12,7 +21,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nenyax::conformance::{check, CheckOptions, Tier};
-use nenyax::{plan, replay, Endpoint, Environment, Error, Policy, Readiness, Registry, Runner};
+use nenyax::limits::{count, MAX_EPISODES, MAX_THREADS};
+use nenyax::{plan, replay, Environment, Error, Readiness, Registry, Runner};
+use policy_args::{check_policy_args, resolve_policy, PolicyArgs};
+use run_summary::{episode_line, Tally};
 
 #[derive(Parser)]
 #[command(
@@ -63,10 +75,10 @@ enum Command {
     Check {
         /// Environment URI
         uri: String,
-        /// Tasks sampled per check
+        /// Tasks sampled per check (at least 1)
         #[arg(long, default_value_t = 8)]
         samples: usize,
-        /// Threads for the parallel-consistency check
+        /// Threads for the parallel-consistency check (1 to 1024)
         #[arg(long, default_value_t = 2)]
         threads: usize,
         /// Print the report as JSON
@@ -82,16 +94,16 @@ enum Command {
         uri: String,
         #[command(flatten)]
         policy: PolicyArgs,
-        /// Number of episodes
+        /// Number of episodes (at most 10,000,000)
         #[arg(short = 'n', long, default_value_t = 10)]
         n: usize,
-        /// Parallel rollouts (0: one per core)
+        /// Parallel rollouts (0: one per core; at most 1024)
         #[arg(long, default_value_t = 1)]
         concurrency: usize,
-        /// Seed of the first episode; episode i gets seed + i
+        /// Seed of the first episode; episode i gets seed + i (all must fit in a 64-bit integer)
         #[arg(long, default_value_t = 0)]
         seed: i64,
-        /// Step limit per episode
+        /// Step limit per episode (at least 1) [default: the environment's]
         #[arg(long)]
         max_steps: Option<usize>,
         /// Write trajectories as JSON lines to this file
@@ -100,6 +112,12 @@ enum Command {
         /// Append to --out instead of replacing it
         #[arg(long)]
         append: bool,
+        /// Exit with status 1 if any episode failed (by default only if all did)
+        #[arg(long)]
+        fail_on_error: bool,
+        /// Print one line per episode: index, task, seed, score and pass, or its error
+        #[arg(long, visible_alias = "verbose")]
+        episodes: bool,
     },
     /// Create the managed Python environment and install a framework's pinned package into it
     Setup {
@@ -119,13 +137,13 @@ enum Command {
         /// Port to bind (0 picks a free one)
         #[arg(long, default_value_t = 8000)]
         port: u16,
-        /// Most concurrent episode sessions (WebSocket and HTTP); more are refused
+        /// Most concurrent episode sessions (WebSocket and HTTP); more are refused (at least 1)
         #[arg(long, default_value_t = 64)]
         max_sessions: usize,
-        /// Seconds without a message before a session is closed
-        #[arg(long, default_value_t = 300.0)]
+        /// Seconds without a message before a session is closed (more than 0, at most a year)
+        #[arg(long, default_value_t = 300.0, allow_negative_numbers = true)]
         idle_timeout: f64,
-        /// Largest accepted request body or WebSocket message, in bytes
+        /// Largest accepted request body or WebSocket message, in bytes (at least 1)
         #[arg(long, default_value_t = 1 << 20)]
         max_message_bytes: usize,
     },
@@ -146,7 +164,7 @@ enum Command {
         uri: String,
         #[command(flatten)]
         policy: PolicyArgs,
-        /// Number of episodes
+        /// Number of episodes (at most 10,000,000)
         #[arg(short = 'n', long, default_value_t = 1)]
         n: usize,
         /// Seed of the first episode
@@ -155,109 +173,88 @@ enum Command {
     },
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum PolicyKind {
-    /// The environment's reference (oracle) policy
-    Oracle,
-    /// The environment's null policy (does nothing useful)
-    Null,
-    /// An OpenAI-compatible chat-completions server (--base-url, --model)
-    Endpoint,
-}
-
-#[derive(Args)]
-struct PolicyArgs {
-    /// Who acts
-    #[arg(long, value_enum, default_value_t = PolicyKind::Oracle)]
-    policy: PolicyKind,
-    /// Model provider by name (openai, groq, vllm, ollama, ...; see `nenyax integrations`)
-    #[arg(long)]
-    provider: Option<String>,
-    /// Base URL of the endpoint, e.g. http://localhost:8000/v1
-    #[arg(long)]
-    base_url: Option<String>,
-    /// Model name served by the endpoint
-    #[arg(long)]
-    model: Option<String>,
-    /// Environment variable holding the endpoint's API key
-    #[arg(long)]
-    api_key_env: Option<String>,
-    /// Sampling temperature sent to the endpoint
-    #[arg(long)]
-    temperature: Option<f64>,
-    /// Completion token limit sent to the endpoint
-    #[arg(long)]
-    max_tokens: Option<u64>,
-    /// Per-request timeout in seconds
-    #[arg(long, default_value_t = 600.0)]
-    timeout: f64,
-    /// Retries on 429, 5xx and connection errors
-    #[arg(long, default_value_t = 3)]
-    retries: u32,
-}
-
 fn parse_tier(s: &str) -> Result<Tier, String> {
     Tier::parse(s).map_err(|e| e.to_string())
 }
 
-fn resolve_policy(args: &PolicyArgs, env: &dyn Environment) -> Result<Policy, Error> {
-    let missing = |what: &str| Error::UnsupportedCapability {
-        env: env.id().to_string(),
-        what: format!("provide a {what} policy; use --policy endpoint with a model instead"),
-    };
-    match args.policy {
-        PolicyKind::Oracle => env
-            .reference_policy(None)
-            .ok_or_else(|| missing("reference")),
-        PolicyKind::Null => env.null_policy(None).ok_or_else(|| missing("null")),
-        PolicyKind::Endpoint => {
-            if args.base_url.is_none() && args.provider.is_none() {
-                return Err(Error::Config(
-                    "--policy endpoint needs --provider (e.g. vllm, openai) or --base-url \
-                     (e.g. http://localhost:8000/v1)"
-                        .into(),
-                ));
-            }
-            let model = args
-                .model
-                .clone()
-                .ok_or_else(|| Error::Config("--policy endpoint needs --model".into()))?;
-            if !(args.timeout.is_finite() && args.timeout > 0.0) {
-                return Err(Error::Config(format!(
-                    "--timeout must be a positive number of seconds, got {}",
-                    args.timeout
-                )));
-            }
-            let e = match (&args.base_url, &args.provider) {
-                (Some(base), _) => Endpoint::new(base, &model),
-                (None, Some(p)) => Endpoint::preset(p, &model)?,
-                (None, None) => unreachable!("checked above"),
-            };
-            let mut e = e
-                .timeout(Duration::from_secs_f64(args.timeout))
-                .retries(args.retries, Duration::from_millis(500));
-            if let Some(var) = &args.api_key_env {
-                e = e.api_key_from_env(var)?;
-            }
-            if let Some(t) = args.temperature {
-                e = e.param("temperature", json!(t));
-            }
-            if let Some(m) = args.max_tokens {
-                e = e.param("max_tokens", json!(m));
-            }
-            Ok(Policy::chat(e))
-        }
+/// A flag's seconds as a duration, refused by name when not finite, not positive or over a
+/// year.
+fn seconds(flag: &str, value: f64) -> Result<Duration, Error> {
+    nenyax::limits::seconds(value, false)
+        .map_err(|want| Error::Config(format!("{flag} must be {want}, got {value}")))
+}
+
+/// A count flag that must be at least 1 (0 would silently mean 1).
+fn at_least_one(flag: &str, value: usize) -> Result<(), Error> {
+    if value == 0 {
+        return Err(Error::Config(format!("{flag} must be at least 1")));
     }
+    Ok(())
+}
+
+/// `-n` within what one batch holds.
+fn episode_count(n: usize) -> Result<(), Error> {
+    if n > MAX_EPISODES {
+        return Err(Error::Config(format!(
+            "-n must be at most {MAX_EPISODES}, got {n}; split a larger run into several, \
+             continuing with --seed and writing with --append"
+        )));
+    }
+    Ok(())
+}
+
+/// A thread count flag within 1 (or 0 where it means one per core) and the maximum.
+fn thread_count(flag: &str, value: usize, zero_ok: bool) -> Result<(), Error> {
+    if value > MAX_THREADS || (value == 0 && !zero_ok) {
+        return Err(Error::Config(format!(
+            "{flag} must be {} and at most {MAX_THREADS}, got {value}",
+            if zero_ok {
+                "0 (one per core)"
+            } else {
+                "at least 1"
+            }
+        )));
+    }
+    Ok(())
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,
+        // The reader went away (`nenyax info URI | head -1`): nothing is left to tell it.
+        Err(e) if stdout_closed(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}: {e}", e.kind());
+            // Not eprintln!: it panics when stderr is a pipe nobody reads (`2>&1 | true`).
+            let _ = writeln!(std::io::stderr(), "error: {}: {e}", e.kind());
             ExitCode::from(2)
         }
+    }
+}
+
+/// What an error writing to stdout says; [`stdout_closed`] looks for it.
+const STDOUT: &str = "cannot write to stdout";
+
+/// Write to stdout. `println!` panics when the reader has gone; this returns the error, which
+/// the caller passes up (stopping a batch) and `main` ends on quietly.
+fn out(args: std::fmt::Arguments) -> Result<(), Error> {
+    std::io::stdout()
+        .lock()
+        .write_fmt(args)
+        .map_err(|e| Error::io(STDOUT, e))
+}
+
+/// Whether `e` is a write to a stdout whose reader has gone (a broken pipe).
+fn stdout_closed(e: &Error) -> bool {
+    matches!(e, Error::Io { context, source }
+        if context == STDOUT && source.kind() == std::io::ErrorKind::BrokenPipe)
+}
+
+/// `Ok` for a closed stdout, so that work after printing (files to write) still happens.
+fn unless_stdout_closed(r: Result<(), Error>) -> Result<(), Error> {
+    match r {
+        Err(e) if stdout_closed(&e) => Ok(()),
+        other => other,
     }
 }
 
@@ -282,7 +279,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                     .to_string()
             });
             std::fs::write(&out, r.svg()).map_err(|e| Error::io(format!("writing {out}"), e))?;
-            println!("{out}: {}", r.render().lines().last().unwrap_or_default());
+            outln!("{out}: {}", r.render().lines().last().unwrap_or_default())?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Integrations { json } => {
@@ -305,47 +302,47 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             if json {
                 // One list: providers, then learners (`kind` = "learner").
                 rows.extend(learners);
-                println!(
+                outln!(
                     "{}",
                     serde_json::to_string_pretty(&rows).expect("serialises")
-                );
+                )?;
             } else {
-                println!("model providers (use: --policy endpoint --provider NAME --model M)");
+                outln!("model providers (use: --policy endpoint --provider NAME --model M)")?;
                 for r in &rows {
                     let status = if r["ready"] == json!(true) {
                         "ready"
                     } else {
                         "-"
                     };
-                    println!(
+                    outln!(
                         "  {:<11} {:<6} {:<7} {}",
                         r["name"].as_str().unwrap_or_default(),
                         r["kind"].as_str().unwrap_or_default(),
                         status,
                         r["base_url"].as_str().unwrap_or_default()
-                    );
+                    )?;
                     if let Some(n) = r["needs"].as_str() {
-                        println!("  {:<11} {:<6} {:<7} needs: {n}", "", "", "");
+                        outln!("  {:<11} {:<6} {:<7} needs: {n}", "", "", "")?;
                     }
                 }
-                train_cmd::print_learners(&learners);
+                train_cmd::print_learners(&learners)?;
             }
             Ok(ExitCode::SUCCESS)
         }
         Command::Drivers { json } => {
             let list = registry.list();
             if json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::to_string_pretty(&list).expect("serialises")
-                );
+                )?;
             } else {
                 for d in list {
                     let status = match &d.readiness {
                         Readiness::Ready => "ready".to_string(),
                         Readiness::Missing(m) => format!("missing: {m}"),
                     };
-                    println!(
+                    outln!(
                         "{:<14} {:<8} {}",
                         d.scheme,
                         if matches!(d.readiness, Readiness::Ready) {
@@ -354,9 +351,9 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                             "-"
                         },
                         d.summary
-                    );
+                    )?;
                     if !matches!(d.readiness, Readiness::Ready) {
-                        println!("{:<14} {:<8} {status}", "", "");
+                        outln!("{:<14} {:<8} {status}", "", "")?;
                     }
                 }
             }
@@ -365,21 +362,21 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
         Command::Sandboxes { json } => {
             let list = nenyax::sandbox::backends();
             if json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::to_string_pretty(&list).expect("serialises")
-                );
+                )?;
             } else {
                 for b in list {
-                    println!(
+                    outln!(
                         "{:<10} {:<10} {:<6} needs: {}",
                         b.name,
                         format!("{:?}", b.level).to_lowercase(),
                         if b.ready { "ready" } else { "-" },
                         b.needs
-                    );
+                    )?;
                     if let Some(w) = b.why_not {
-                        println!("{:<10} {:<10} {:<6} not ready: {w}", "", "", "");
+                        outln!("{:<10} {:<10} {:<6} not ready: {w}", "", "", "")?;
                     }
                 }
             }
@@ -393,12 +390,12 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             }
             let report = nenyax::sandbox::sandbox_check(kind);
             if json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::to_string_pretty(&report).expect("serialises")
-                );
+                )?;
             } else {
-                print!("{}", report.render());
+                out(format_args!("{}", report.render()))?;
             }
             Ok(if report.passed() {
                 ExitCode::SUCCESS
@@ -408,10 +405,10 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
         }
         Command::Info { uri } => {
             let env = load(&registry, &uri)?;
-            println!(
+            outln!(
                 "{}",
                 serde_json::to_string_pretty(env.manifest()).expect("serialises")
-            );
+            )?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Check {
@@ -421,6 +418,8 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             json,
             require,
         } => {
+            at_least_one("--samples", samples)?;
+            thread_count("--threads", threads, false)?;
             let opts = CheckOptions {
                 samples,
                 threads,
@@ -434,12 +433,12 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 Err(e) => return Err(e),
             };
             if json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::to_string_pretty(&report.to_json()).expect("serialises")
-                );
+                )?;
             } else {
-                print!("{}", report.render());
+                out(format_args!("{}", report.render()))?;
             }
             if let Some(t) = require {
                 if report.tier < t {
@@ -462,11 +461,27 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             max_steps,
             out,
             append,
+            fail_on_error,
+            episodes,
         } => {
+            check_policy_args(&policy)?;
+            episode_count(n)?;
+            thread_count("--concurrency", concurrency, true)?;
+            if max_steps == Some(0) {
+                return Err(Error::Config(
+                    "--max-steps must be at least 1 (leave it out for the environment's default)"
+                        .into(),
+                ));
+            }
             let env = load(&registry, &uri)?;
             let policy = resolve_policy(&policy, env.as_ref())?;
-            let runner = Runner::new(concurrency)?;
             let jobs = plan(env.as_ref(), n, seed)?;
+            // No more threads than episodes: each idle one is only start-up time.
+            let runner = Runner::new(if concurrency == 0 {
+                0
+            } else {
+                concurrency.min(n.max(1))
+            })?;
             let mut writer = match &out {
                 Some(path) => Some(BufWriter::new(
                     OpenOptions::new()
@@ -479,46 +494,47 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 )),
                 None => None,
             };
-            let (mut sum, mut judged, mut passed, mut failed) = (0.0, 0usize, 0usize, 0usize);
-            let mut first_error = None;
+            let mut tally = Tally::default();
             let t0 = Instant::now();
-            runner.run(&env, &policy, jobs, max_steps, |_, traj| {
-                if let Some(s) = traj.score() {
-                    sum += s;
-                    judged += 1;
-                }
-                passed += usize::from(traj.judgment.as_ref().and_then(|j| j.passed) == Some(true));
-                if let Some(e) = &traj.error {
-                    failed += 1;
-                    first_error.get_or_insert_with(|| e.clone());
-                }
+            let ran = runner.run(&env, &policy, jobs, max_steps, |i, traj| {
+                tally.add(&traj);
                 if let Some(w) = writer.as_mut() {
                     writeln!(w, "{}", traj.to_json())
                         .map_err(|e| Error::io("cannot write --out", e))?;
                 }
+                if episodes {
+                    outln!("{}", episode_line(i, &traj))?;
+                }
                 Ok(())
-            })?;
+            });
+            // A closed stdout stops the per-episode lines, not the trajectories already run.
             if let Some(mut w) = writer {
                 w.flush().map_err(|e| Error::io("cannot write --out", e))?;
             }
+            ran?;
             let secs = t0.elapsed().as_secs_f64();
-            let mean = if judged > 0 {
-                format!("{:.3}", sum / judged as f64)
-            } else {
-                "n/a".to_string()
-            };
             let threads = runner.threads();
-            println!(
-                "{uri}: {n} episode{}, mean score {mean}, {passed} passed, {failed} failed, {:.0} rollouts/s on {threads} thread{}{}",
-                if n == 1 { "" } else { "s" },
+            outln!(
+                "{uri}: {}; {:.0} rollouts/s on {}{}",
+                tally.summary(),
                 n as f64 / secs.max(1e-9),
-                if threads == 1 { "" } else { "s" },
-                out.as_ref().map(|p| format!(", written to {p}")).unwrap_or_default()
-            );
-            if let Some(e) = first_error {
+                count(threads, "thread"),
+                out.as_ref()
+                    .map(|p| format!(", written to {p}"))
+                    .unwrap_or_default()
+            )?;
+            if let Some(e) = &tally.first_error {
                 eprintln!("first error: {e}");
             }
-            Ok(if n > 0 && failed == n {
+            if fail_on_error && tally.errors > 0 {
+                eprintln!(
+                    "{} of {} failed (--fail-on-error)",
+                    tally.errors,
+                    count(n, "episode")
+                );
+                return Ok(ExitCode::from(1));
+            }
+            Ok(if n > 0 && tally.errors == n {
                 ExitCode::from(1)
             } else {
                 ExitCode::SUCCESS
@@ -533,26 +549,24 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             idle_timeout,
             max_message_bytes,
         } => {
-            if !(idle_timeout.is_finite() && idle_timeout > 0.0) {
-                return Err(Error::Config(format!(
-                    "--idle-timeout must be a positive number of seconds, got {idle_timeout}"
-                )));
-            }
+            let idle_timeout = seconds("--idle-timeout", idle_timeout)?;
+            at_least_one("--max-sessions", max_sessions)?;
+            at_least_one("--max-message-bytes", max_message_bytes)?;
             let env = load(&registry, &uri)?;
             let opts = nenyax::ServeOptions {
                 host,
                 port,
-                max_sessions: max_sessions.max(1),
-                idle_timeout: Duration::from_secs_f64(idle_timeout),
-                max_message_bytes: max_message_bytes.max(1),
+                max_sessions,
+                idle_timeout,
+                max_message_bytes,
                 ..nenyax::ServeOptions::default()
             };
             let server = nenyax::Server::start(env, opts)?;
             // The first line says where it listens (scripts and tests read it).
-            println!(
+            outln!(
                 "nenyax serve: {uri} at {} (OpenEnv: /ws, /reset, /step, /state, /schema)",
                 server.url()
-            );
+            )?;
             std::io::stdout()
                 .flush()
                 .map_err(|e| Error::io("cannot write to stdout", e))?;
@@ -565,6 +579,8 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             n,
             seed,
         } => {
+            check_policy_args(&policy)?;
+            episode_count(n)?;
             let env = load(&registry, &uri)?;
             let policy = resolve_policy(&policy, env.as_ref())?;
             let jobs = plan(env.as_ref(), n, seed)?;
@@ -572,8 +588,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             let mut failed = 0;
             runner.run(&env, &policy, jobs, None, |_, traj| {
                 failed += usize::from(traj.error.is_some());
-                print!("{}", replay::render(&traj));
-                Ok(())
+                out(format_args!("{}", replay::render(&traj)))
             })?;
             Ok(if n > 0 && failed == n {
                 ExitCode::from(1)
@@ -627,6 +642,6 @@ fn setup(framework: &str, python: &str) -> Result<ExitCode, Error> {
     let mut args = vec!["-m", "pip", "install", "--quiet"];
     args.extend(requirement.split_whitespace());
     run(&venv_python, &args)?;
-    println!("{requirement} is installed in {venv_str}; the bridge uses {venv_python} unless NENYAX_PYTHON is set");
+    outln!("{requirement} is installed in {venv_str}; the bridge uses {venv_python} unless NENYAX_PYTHON is set")?;
     Ok(ExitCode::SUCCESS)
 }

@@ -4,6 +4,7 @@
 
 use clap::Args;
 use serde_json::{json, Value};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -53,8 +54,12 @@ pub struct TrainArgs {
     /// Environment variable holding the API key
     #[arg(long, help_heading = "Model (learner incontext)")]
     api_key_env: Option<String>,
-    /// Sampling temperature sent with every call
-    #[arg(long, help_heading = "Model (learner incontext)")]
+    /// Sampling temperature sent with every call (a finite number >= 0)
+    #[arg(
+        long,
+        help_heading = "Model (learner incontext)",
+        allow_negative_numbers = true
+    )]
     temperature: Option<f64>,
     /// Completion token limit sent with every call
     #[arg(long, help_heading = "Model (learner incontext)")]
@@ -150,7 +155,8 @@ fn status_of(e: &Error) -> u8 {
 }
 
 fn fail(e: &Error) -> ExitCode {
-    eprintln!("error: {}: {e}", e.kind());
+    // Not eprintln!: it panics when stderr is a pipe nobody reads.
+    let _ = writeln!(std::io::stderr(), "error: {}: {e}", e.kind());
     ExitCode::from(status_of(e))
 }
 
@@ -203,6 +209,12 @@ fn config(a: &TrainArgs) -> Result<RunConfig, Error> {
                 )));
             }
         }
+    }
+    // JSON has no NaN: it would reach the server as `null`.
+    if let Some(t) = a.temperature.filter(|t| !(t.is_finite() && *t >= 0.0)) {
+        return Err(Error::Config(format!(
+            "--temperature must be a finite number >= 0, got {t}"
+        )));
     }
     let mut model = serde_json::Map::new();
     for (k, v) in [
@@ -287,8 +299,11 @@ pub fn run(a: TrainArgs) -> ExitCode {
     };
     if a.dry_run {
         let shown = serde_json::to_string_pretty(&cfg.to_json()).expect("serialises");
-        println!("{}", nenyax::openai::redact_url(&shown));
-        return ExitCode::SUCCESS;
+        let printed = outln!("{}", nenyax::openai::redact_url(&shown));
+        return match crate::unless_stdout_closed(printed) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(&e),
+        };
     }
     let mut built = match cfg.build() {
         Ok(b) => b,
@@ -322,13 +337,17 @@ pub fn run(a: TrainArgs) -> ExitCode {
         Ok(r) => r,
         Err(e) => return fail(&e),
     };
-    if a.json {
-        println!(
+    let printed = if a.json {
+        outln!(
             "{}",
             serde_json::to_string_pretty(&report.to_json()).expect("serialises")
-        );
+        )
     } else {
-        println!("{}", report.render());
+        outln!("{}", report.render())
+    };
+    // A reader that went away still gets the report files below.
+    if let Err(e) = crate::unless_stdout_closed(printed) {
+        return fail(&e);
     }
     if let Some(dir) = &out.dir {
         if let Err(e) = write_outputs(Path::new(dir), &report, &out) {
@@ -452,22 +471,23 @@ pub fn learner_rows() -> Vec<Value> {
 }
 
 /// The learners as text, after the providers in `nenyax integrations`.
-pub fn print_learners(rows: &[Value]) {
-    println!("\nlearners (use: nenyax train URI --learner NAME)");
+pub fn print_learners(rows: &[Value]) -> Result<(), Error> {
+    outln!("\nlearners (use: nenyax train URI --learner NAME)")?;
     for r in rows {
         let ready = r["ready"] == json!(true);
-        println!(
+        outln!(
             "  {:<13} {:<6} {}",
             r["name"].as_str().unwrap_or_default(),
             if ready { "ready" } else { "-" },
             r["title"].as_str().unwrap_or_default()
-        );
-        println!(
+        )?;
+        outln!(
             "  {:<13} {:<6} {}: {}",
             "",
             "",
             if ready { "uses" } else { "needs" },
             r["needs"].as_str().unwrap_or_default()
-        );
+        )?;
     }
+    Ok(())
 }

@@ -20,6 +20,7 @@ use std::time::Instant;
 use crate::contract::{Manifest, Mode, TaskRef, Trajectory, PROTOCOL_VERSION};
 use crate::env::{guard, Environment, RolloutOptions};
 use crate::error::{Error, Result};
+use crate::limits::count;
 use crate::policy::{FunctionModel, Policy};
 use crate::runner::{Job, Runner};
 
@@ -282,9 +283,9 @@ fn same_situation(env: &dyn Environment, a: &Trajectory, b: &Trajectory) -> Opti
     }
     if env.mode() == Mode::Step && a.score() != b.score() {
         return Some(format!(
-            "the same seed and policy scored {:?} then {:?}",
-            a.score(),
-            b.score()
+            "the same seed and policy scored {} then {}",
+            a.score().map_or("nothing".into(), |s| s.to_string()),
+            b.score().map_or("nothing".into(), |s| s.to_string())
         ));
     }
     None
@@ -305,7 +306,7 @@ fn replay(
             return fail(format!("episode {i}: {why} ({what} expected)"));
         }
     }
-    Ok(Ok(format!("{} episodes {what}", chosen.len())))
+    Ok(Ok(format!("{} {what}", count(chosen.len(), "episode"))))
 }
 
 /// Run the conformance suite against `env`. `factory`, when given, builds fresh instances for
@@ -415,8 +416,8 @@ pub fn check(env: &Arc<dyn Environment>, factory: Option<Factory>, opts: &CheckO
             }
             let mean = first.iter().filter_map(Trajectory::score).sum::<f64>() / first.len() as f64;
             Ok(Ok(format!(
-                "{} episodes, mean score {mean:.3}",
-                first.len()
+                "{}, mean score {mean:.3}",
+                count(first.len(), "episode")
             )))
         },
     );
@@ -494,16 +495,16 @@ pub fn check(env: &Arc<dyn Environment>, factory: Option<Factory>, opts: &CheckO
                 };
                 if differs && env.manifest().capabilities.resettable {
                     return fail(format!(
-                        "episode {i}: parallel judgment {:?} differs from serial {:?}",
-                        b.score(),
-                        a.score()
+                        "episode {i}: parallel judgment {} differs from serial {}",
+                        b.score().map_or("none".into(), |s| s.to_string()),
+                        a.score().map_or("none".into(), |s| s.to_string())
                     ));
                 }
             }
             Ok(Ok(format!(
-                "{} episodes on {} threads matched serial",
-                par.len(),
-                runner.threads()
+                "{} on {} matched serial",
+                count(par.len(), "episode"),
+                count(runner.threads(), "thread")
             )))
         },
     );
@@ -523,8 +524,9 @@ pub fn check(env: &Arc<dyn Environment>, factory: Option<Factory>, opts: &CheckO
                 }
                 let steps: usize = first.iter().map(|t| t.steps.len()).sum();
                 return Ok(Ok(format!(
-                    "{} episodes, {steps} steps, finite rewards and judgments",
-                    first.len()
+                    "{}, {}, finite rewards and judgments",
+                    count(first.len(), "episode"),
+                    count(steps, "step")
                 )));
             }
             let model_probe = env.probe_policy().unwrap_or_else(|| {
@@ -580,10 +582,10 @@ pub fn check(env: &Arc<dyn Environment>, factory: Option<Factory>, opts: &CheckO
             if bad.is_empty() {
                 let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
                 Ok(Ok(format!(
-                    "reference {:.3} > null {:.3} on all {} tasks",
+                    "reference {:.3} > null {:.3} on all {}",
                     mean(&rs),
                     mean(&ns),
-                    rs.len()
+                    count(rs.len(), "task")
                 )))
             } else {
                 fail(format!(

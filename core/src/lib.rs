@@ -43,6 +43,7 @@ pub mod openai;
 #[cfg_attr(not(all(feature = "openenv", feature = "servers")), allow(dead_code))]
 mod openenv_wire;
 pub mod policy;
+mod random_policy;
 // Without the `servers` feature, a stand-in with the same names whose `ModelServer::start` says
 // so.
 #[cfg_attr(not(feature = "servers"), path = "recorder_unavailable.rs")]

@@ -14,6 +14,7 @@ use std::time::Instant;
 use crate::contract::{TaskRef, Trajectory};
 use crate::env::{Environment, RolloutOptions};
 use crate::error::{Error, Result};
+use crate::limits::{MAX_EPISODES, MAX_THREADS};
 use crate::policy::{EpisodeContext, Policy};
 
 /// One rollout to run.
@@ -32,6 +33,7 @@ pub struct Job {
 /// `n` jobs: the environment's tasks in order (cycled when `n` exceeds them), or seeded
 /// episodes when it has none. Job `i` gets seed `seed + i`.
 pub fn plan(env: &dyn Environment, n: usize, seed: i64) -> Result<Vec<Job>> {
+    check_seeds(n, seed)?;
     let tasks: Vec<Arc<TaskRef>> = env.tasks(Some(n))?.into_iter().map(Arc::new).collect();
     Ok((0..n)
         .map(|i| Job {
@@ -40,6 +42,39 @@ pub fn plan(env: &dyn Environment, n: usize, seed: i64) -> Result<Vec<Job>> {
             context: None,
         })
         .collect())
+}
+
+/// Episode seeds run from `seed` to `seed + n - 1`; past `i64::MAX` they would wrap (release)
+/// or panic (debug), so a range that does not fit is refused, as is a batch too large to hold.
+fn check_seeds(n: usize, seed: i64) -> Result<()> {
+    if n > MAX_EPISODES {
+        return Err(Error::Config(format!(
+            "a batch of {n} episodes is more than one batch holds (at most {MAX_EPISODES}); run \
+             several, each starting at the seed where the last one ended"
+        )));
+    }
+    let last = i64::try_from(n.saturating_sub(1))
+        .ok()
+        .and_then(|k| seed.checked_add(k));
+    if last.is_none() {
+        return Err(Error::Config(format!(
+            "seed {seed} with {n} episodes does not fit: episode i gets seed + i, and the last \
+             seed must be at most {}; use a seed of at most {}",
+            i64::MAX,
+            i64::MAX - i64::try_from(n.saturating_sub(1)).unwrap_or(i64::MAX)
+        )));
+    }
+    Ok(())
+}
+
+/// A step limit of 0 would still run one step; refuse it where the limit enters.
+pub(crate) fn check_max_steps(max_steps: Option<usize>) -> Result<()> {
+    if max_steps == Some(0) {
+        return Err(Error::Config(
+            "max_steps must be at least 1 (leave it unset for the environment's default)".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// A batch as callers describe it in JSON: {"n": 10, "seed": 0, "max_steps": int,
@@ -66,8 +101,10 @@ impl RunOptions {
     pub fn jobs(&self, env: &dyn Environment) -> Result<Vec<Job>> {
         let n = self.n.unwrap_or(10);
         let seed = self.seed.unwrap_or(0);
+        check_max_steps(self.max_steps)?;
         match &self.tasks {
             Some(tasks) if !tasks.is_empty() => {
+                check_seeds(n, seed)?;
                 let tasks: Vec<Arc<TaskRef>> = tasks.iter().cloned().map(Arc::new).collect();
                 Ok((0..n)
                     .map(|i| Job {
@@ -191,13 +228,20 @@ pub struct Runner {
 }
 
 impl Runner {
-    /// A runner with `threads` workers (0 means one per core, or `NENYAX_NUM_THREADS`).
+    /// A runner with `threads` workers (0 means one per core, or `NENYAX_NUM_THREADS`), at most
+    /// [`MAX_THREADS`].
     pub fn new(threads: usize) -> Result<Self> {
+        if threads > MAX_THREADS {
+            return Err(Error::Config(format!(
+                "{threads} rollout threads asked for; at most {MAX_THREADS} (more only stall \
+                 the machine while they start)"
+            )));
+        }
         let threads = match threads {
             0 => std::env::var("NENYAX_NUM_THREADS")
                 .ok()
                 .and_then(|v| v.parse().ok())
-                .filter(|n| *n > 0)
+                .filter(|n| *n > 0 && *n <= MAX_THREADS)
                 .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
             n => n,
         };
@@ -261,6 +305,7 @@ impl Runner {
         caller: Option<&Receiver<CallerTask>>,
         mut sink: impl FnMut(usize, Trajectory) -> Result<()>,
     ) -> Result<()> {
+        check_max_steps(max_steps)?;
         let n = jobs.len();
         if n == 0 {
             return Ok(());

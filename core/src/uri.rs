@@ -76,6 +76,24 @@ impl Uri {
     pub fn get(&self, name: &str) -> Option<&Value> {
         self.params.iter().find(|(k, _)| k == name).map(|(_, v)| v)
     }
+
+    /// The text of parameter `name` as written (percent-decoded), for messages: `size=1e20`
+    /// parses to a number that prints as `1e+20`, but the user wrote `1e20`.
+    pub fn raw_param(&self, name: &str) -> Option<String> {
+        let (_, rest) = self.raw.split_once(':')?;
+        let (_, query) = rest.split_once('?')?;
+        query
+            .split('&')
+            // Later duplicates override earlier ones, as in `parse`.
+            .rev()
+            .find_map(|pair| {
+                let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+                let k = percent_decode(&k.replace('+', " ")).ok()?;
+                (k == name)
+                    .then(|| percent_decode(&v.replace('+', " ")).ok())
+                    .flatten()
+            })
+    }
 }
 
 fn percent_decode(s: &str) -> std::result::Result<String, String> {
@@ -87,7 +105,11 @@ fn percent_decode(s: &str) -> std::result::Result<String, String> {
             let hex = s
                 .get(i + 1..i + 3)
                 .filter(|h| h.chars().all(|c| c.is_ascii_hexdigit()))
-                .ok_or_else(|| format!("bad percent escape at `{}`", &s[i..s.len().min(i + 3)]))?;
+                // `%` and up to two characters after it, cut on character boundaries (`%€`).
+                .ok_or_else(|| {
+                    let shown: String = s[i..].chars().take(3).collect();
+                    format!("bad percent escape at `{shown}`; write `%` as `%25`")
+                })?;
             out.push(u8::from_str_radix(hex, 16).expect("checked hex"));
             i += 3;
         } else {
@@ -198,7 +220,7 @@ impl Params {
                     param: name.clone(),
                     value: match value {
                         Value::String(s) => s,
-                        v => v.to_string(),
+                        v => uri.raw_param(name).unwrap_or_else(|| v.to_string()),
                     },
                     expected: spec.expected(),
                 });
@@ -263,6 +285,8 @@ mod tests {
             ("arithmetic", "no scheme"),
             ("bad scheme:x", "scheme"),
             ("builtin:x?size=%zz", "percent"),
+            ("builtin:x?size=%€", "`%€`"),
+            ("builtin:x%€y", "`%€y`"),
             ("builtin:x?=3", "no name"),
         ] {
             let e = Uri::parse(uri).unwrap_err().to_string();

@@ -167,16 +167,13 @@ impl Driver for BridgeDriver {
                         .to_string()
                 }
                 "timeout_s" => {
-                    let s = v
-                        .as_f64()
-                        .filter(|s| s.is_finite() && *s > 0.0)
-                        .ok_or_else(|| Error::InvalidParameter {
+                    config.timeout = crate::limits::seconds(v.as_f64().unwrap_or(f64::NAN), false)
+                        .map_err(|expected| Error::InvalidParameter {
                             driver: self.scheme.into(),
                             param: "timeout_s".into(),
-                            value: v.to_string(),
-                            expected: "a positive number of seconds".into(),
+                            value: uri.raw_param("timeout_s").unwrap_or_else(|| v.to_string()),
+                            expected,
                         })?;
-                    config.timeout = Duration::from_secs_f64(s);
                 }
                 _ => {
                     params.insert(k.clone(), v.clone());

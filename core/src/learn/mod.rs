@@ -167,7 +167,8 @@ impl PgConfig {
             Some("reinforce") => Surrogate::Reinforce,
             other => {
                 return Err(config_err(format!(
-                    "`loss` is {other:?}; use \"ppo_clip\", \"gspo\" or \"reinforce\""
+                    "`loss` is {}; use \"ppo_clip\", \"gspo\" or \"reinforce\"",
+                    other.map_or("missing or not a string".into(), |o| format!("{o:?}"))
                 )))
             }
         };
@@ -182,7 +183,8 @@ impl PgConfig {
             },
             other => {
                 return Err(config_err(format!(
-                    "`agg` is {other:?}; use token-mean, seq-mean-token-sum, seq-mean-token-mean or seq-mean-token-sum-norm"
+                    "`agg` is {}; use token-mean, seq-mean-token-sum, seq-mean-token-mean or seq-mean-token-sum-norm",
+                    other.map_or("missing or not a string".into(), |o| format!("{o:?}"))
                 )))
             }
         };
@@ -195,7 +197,8 @@ impl PgConfig {
                     Some("k3") => KlEstimator::K3,
                     other => {
                         return Err(config_err(format!(
-                            "`kl.estimator` is {other:?}; use \"k1\", \"k2\" or \"k3\""
+                            "`kl.estimator` is {}; use \"k1\", \"k2\" or \"k3\"",
+                            other.map_or("missing or not a string".into(), |o| format!("{o:?}"))
                         )))
                     }
                 },

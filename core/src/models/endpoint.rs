@@ -321,13 +321,8 @@ impl EndpointSpec {
     pub fn build(&self) -> Result<Endpoint> {
         let secs = |name: &str, v: Option<f64>, default: f64| -> Result<Duration> {
             let v = v.unwrap_or(default);
-            if v.is_finite() && v >= 0.0 {
-                Ok(Duration::from_secs_f64(v))
-            } else {
-                Err(Error::Config(format!(
-                    "endpoint `{name}` must be a number of seconds >= 0, got {v}"
-                )))
-            }
+            crate::limits::seconds(v, true)
+                .map_err(|want| Error::Config(format!("endpoint `{name}` must be {want}, got {v}")))
         };
         let base = match (&self.base_url, &self.provider) {
             (Some(b), None) => Endpoint::new(b, &self.model),

@@ -295,7 +295,8 @@ impl Client {
                         .header("retry-after")
                         .and_then(|v| v.trim().parse::<f64>().ok())
                         .filter(|s| s.is_finite() && *s >= 0.0)
-                        .map(Duration::from_secs_f64)
+                        // A server may ask for any wait (`1e20`); the policy caps it anyway.
+                        .map(|s| Duration::try_from_secs_f64(s).unwrap_or(Duration::MAX))
                 }
                 Err(e) => {
                     if attempt >= self.policy.retries {

@@ -69,7 +69,10 @@ fn wall_timeout(kind: BackendKind) -> Result<(bool, String)> {
     let t = t0.elapsed().as_secs_f64();
     Ok((
         r.killed == Some(Killed::Timeout) && t < 5.0,
-        format!("sleeper killed after {t:.2}s ({:?})", r.killed),
+        format!(
+            "sleeper ended after {t:.2}s ({})",
+            Killed::describe(r.killed)
+        ),
     ))
 }
 
@@ -78,7 +81,11 @@ fn cpu_limit(kind: BackendKind) -> Result<(bool, String)> {
     let r = sb.exec(&Exec::shell("while :; do :; done").timeout(Duration::from_secs(15)))?;
     Ok((
         r.killed == Some(Killed::CpuLimit),
-        format!("spinner ended after {:.2}s: {:?}", r.duration_s, r.killed),
+        format!(
+            "spinner ended after {:.2}s: {}",
+            r.duration_s,
+            Killed::describe(r.killed)
+        ),
     ))
 }
 

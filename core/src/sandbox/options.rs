@@ -17,11 +17,9 @@ fn seconds<'de, D: Deserializer<'de>>(
     let Some(s) = Option::<f64>::deserialize(d)? else {
         return Ok(None);
     };
-    Duration::try_from_secs_f64(s).map(Some).map_err(|_| {
-        serde::de::Error::custom(format!(
-            "{what} must be a non-negative number of seconds, got {s}"
-        ))
-    })
+    crate::limits::seconds(s, true)
+        .map(Some)
+        .map_err(|want| serde::de::Error::custom(format!("{what} must be {want}, got {s}")))
 }
 
 fn wall_s<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Duration>, D::Error> {
@@ -141,10 +139,15 @@ mod tests {
         assert_eq!(c.limits.wall, Duration::from_millis(2500));
         assert_eq!(c.limits.cpu_s, Some(7));
         assert_eq!(c.backend, BackendKind::Process);
-        let e = serde_json::from_str::<SandboxOptions>(r#"{"wall_s": -1}"#).unwrap_err();
-        assert!(e
-            .to_string()
-            .contains("wall_s must be a non-negative number of seconds, got -1"));
+        for bad in ["-1", "1e19"] {
+            let json = format!(r#"{{"wall_s": {bad}}}"#);
+            let e = serde_json::from_str::<SandboxOptions>(&json).unwrap_err();
+            assert!(
+                e.to_string()
+                    .contains("wall_s must be a number of seconds >= 0 and at most 31536000"),
+                "{e}"
+            );
+        }
         let e = serde_json::from_str::<ExecOptions>(r#"{"argv": [], "nope": 1}"#).unwrap_err();
         assert!(e.to_string().contains("unknown field `nope`"), "{e}");
         let x: Exec = serde_json::from_str::<ExecOptions>(r#"{"shell": "ls", "stdin": "hi"}"#)

@@ -40,9 +40,10 @@ impl WarmPool {
             let r = template.exec(e)?;
             if !r.ok() {
                 return Err(Error::Sandbox(format!(
-                    "warm pool setup command {i} failed (exit {:?}, killed {:?}): {}",
-                    r.exit_code,
-                    r.killed,
+                    "warm pool setup command {i} failed ({}, {}): {}",
+                    r.exit_code
+                        .map_or("no exit status".into(), |c| format!("exit {c}")),
+                    super::Killed::describe(r.killed),
                     r.stderr.trim()
                 )));
             }

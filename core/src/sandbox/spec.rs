@@ -212,6 +212,19 @@ pub enum Killed {
     Signal,
 }
 
+impl Killed {
+    /// Why a command was killed, in words for messages; `None`: it was not.
+    pub fn describe(killed: Option<Killed>) -> &'static str {
+        match killed {
+            None => "not killed",
+            Some(Killed::Timeout) => "killed at its timeout",
+            Some(Killed::CpuLimit) => "killed at its CPU limit",
+            Some(Killed::FileSizeLimit) => "killed at its file-size limit",
+            Some(Killed::Signal) => "killed by a signal",
+        }
+    }
+}
+
 /// What a command did.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExecResult {

@@ -72,10 +72,8 @@ impl ServeOptions {
                 .ok_or_else(|| bad(k, "a positive integer", x))
         };
         let secs = |k: &str, x: &Value| {
-            x.as_f64()
-                .filter(|s| s.is_finite() && *s > 0.0 && *s < 1e9)
-                .map(Duration::from_secs_f64)
-                .ok_or_else(|| bad(k, "a positive number of seconds", x))
+            let s = x.as_f64().ok_or_else(|| bad(k, "a number of seconds", x))?;
+            crate::limits::seconds(s, false).map_err(|want| bad(k, &want, x))
         };
         for (k, x) in obj {
             match k.as_str() {

@@ -351,6 +351,17 @@ fn check_options(learner: &dyn Learner, opts: &TrainOptions) -> Result<()> {
             "group_size and batch must be at least 1".into(),
         ));
     }
+    // Episode seeds are the run's seed plus offsets below 2 * EVAL_SEED_BASE; past i64::MAX
+    // they would overflow.
+    let max_seed = i64::MAX - 2 * EVAL_SEED_BASE;
+    if opts.seed > max_seed {
+        return Err(Error::Config(format!(
+            "seed is {}; it must be at most {max_seed} (episode seeds are the seed plus offsets \
+             up to {})",
+            opts.seed,
+            2 * EVAL_SEED_BASE
+        )));
+    }
     for (k, v) in [
         ("gate_tolerance", opts.gate_tolerance),
         ("gate_sigma", opts.gate_sigma),

@@ -86,10 +86,6 @@ pub fn discover(root: &Path) -> Result<Vec<HarborTask>> {
     dirs.iter().map(|d| load(d)).collect()
 }
 
-/// Longest timeout a task.toml may ask for (a year): anything larger is a typo, and an
-/// infinite or huge one would overflow the deadline it becomes.
-const MAX_TIMEOUT_SECS: f64 = 365.0 * 24.0 * 3600.0;
-
 /// A `*_sec` field of task.toml as a duration (at least 1 ms); a value that is not a number of
 /// seconds from 0 to a year is a task error naming the field.
 fn secs(v: Option<&toml::Value>, default: f64, task: &str, field: &str) -> Result<Duration> {
@@ -111,10 +107,11 @@ fn secs(v: Option<&toml::Value>, default: f64, task: &str, field: &str) -> Resul
 /// `s` seconds as a duration (at least 1 ms), or a task error naming the file and field that
 /// gave `shown`.
 fn checked_secs(s: f64, shown: &str, task: &str, file: &str, field: &str) -> Result<Duration> {
-    if !(0.0..=MAX_TIMEOUT_SECS).contains(&s) {
+    if !(0.0..=crate::limits::MAX_SECONDS).contains(&s) {
         return Err(Error::Environment(format!(
             "harbor: task `{task}`: `{field}` in {file} is {shown}; it must be a number of \
-             seconds from 0 to {MAX_TIMEOUT_SECS:.0} (a year)"
+             seconds from 0 to {:.0} (a year)",
+            crate::limits::MAX_SECONDS
         )));
     }
     Ok(Duration::from_secs_f64(s.max(0.001)))

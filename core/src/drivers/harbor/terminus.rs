@@ -210,8 +210,8 @@ fn run_batch(sb: &Sandbox, commands: &[Command], left: Duration) -> Result<Strin
     let mut out = format!("{}{}", r.stdout, r.stderr);
     if r.killed.is_some() {
         out.push_str(&format!(
-            "\n[nenyax: the commands were killed: {:?}]\n",
-            r.killed
+            "\n[nenyax: the commands were {}]\n",
+            crate::sandbox::Killed::describe(r.killed)
         ));
     }
     Ok(out)

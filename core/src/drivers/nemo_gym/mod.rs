@@ -24,7 +24,6 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::contract::{Manifest, Mode, RewardTiming, TaskRef};
 use crate::driver::Driver;
@@ -133,16 +132,17 @@ impl Driver for NemoGymDriver {
             .get("timeout_s")
             .and_then(Value::as_f64)
             .unwrap_or(120.0);
-        if !(timeout > 0.0 && timeout.is_finite()) {
-            return Err(invalid(
+        let timeout = crate::limits::seconds(timeout, false).map_err(|want| {
+            let raw = uri.raw_param("timeout_s");
+            invalid(
                 "timeout_s",
-                &timeout.to_string(),
-                "a number of seconds > 0",
-            ));
-        }
+                &raw.unwrap_or_else(|| timeout.to_string()),
+                &want,
+            )
+        })?;
         let data_path = PathBuf::from(&data);
         let rows = rows::load(&data_path)?;
-        let server = Server::new(&base, Duration::from_secs_f64(timeout));
+        let server = Server::new(&base, timeout);
         let routes = served_routes(&server)?;
         check_tools(&rows, &routes, &data, &server.base)?;
         let rollouts_path = match params.get("rollouts").and_then(Value::as_str) {
@@ -199,8 +199,13 @@ fn served_routes(server: &Server) -> Result<BTreeSet<String>> {
     if !routes.contains("/verify") || !routes.contains("/seed_session") {
         return Err(Error::Environment(format!(
             "{} is not a NeMo Gym resources server: its /openapi.json lists no POST /seed_session \
-             and /verify (it lists {:?})",
-            server.base, routes
+             and /verify (it lists {})",
+            server.base,
+            if routes.is_empty() {
+                "none".into()
+            } else {
+                routes.iter().cloned().collect::<Vec<_>>().join(", ")
+            }
         )));
     }
     Ok(routes)

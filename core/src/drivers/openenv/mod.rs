@@ -115,16 +115,12 @@ impl Driver for OpenEnvDriver {
         let target = Target::parse(&uri.target)?;
         let secs = |name: &str, default: f64| -> Result<Duration> {
             let v = params.get(name).and_then(Value::as_f64).unwrap_or(default);
-            if v.is_finite() && v > 0.0 && v < 1e7 {
-                Ok(Duration::from_secs_f64(v))
-            } else {
-                Err(Error::InvalidParameter {
-                    driver: SCHEME.into(),
-                    param: name.into(),
-                    value: v.to_string(),
-                    expected: "a positive number of seconds".into(),
-                })
-            }
+            crate::limits::seconds(v, false).map_err(|expected| Error::InvalidParameter {
+                driver: SCHEME.into(),
+                param: name.into(),
+                value: uri.raw_param(name).unwrap_or_else(|| v.to_string()),
+                expected,
+            })
         };
         let reset = match params.get("reset") {
             None => Map::new(),
