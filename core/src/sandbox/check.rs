@@ -361,7 +361,9 @@ fn no_network(kind: BackendKind) -> Result<(bool, String)> {
     Ok((
         ifs == ["lo"] && reached == "refused",
         format!(
-            "interfaces without network: {ifs:?}; the host's 127.0.0.1:{port}: {reached}; with network=true: {open}"
+            "interfaces without network: {}; the host's 127.0.0.1:{port}: {reached}; with \
+             network=true: {open}",
+            ifs.join(", ")
         ),
     ))
 }
