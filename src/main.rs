@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nenyax::conformance::{check, CheckOptions, Tier};
+use nenyax::conformance::{CheckOptions, Tier};
 use nenyax::{plan, replay, Endpoint, Environment, Error, Policy, Readiness, Registry, Runner};
 
 #[derive(Parser)]
@@ -426,12 +426,21 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 threads,
                 ..CheckOptions::default()
             };
-            let report = match load(&registry, &uri) {
-                Ok(env) => {
-                    let factory = || registry.load(&uri);
-                    check(&env, Some(&factory), &opts)
+            let t0 = std::time::Instant::now();
+            let report = match nenyax::conformance::try_check_uri(&uri, &opts) {
+                Ok(report) => report,
+                Err(e) => {
+                    // --json promises a report on stdout: tier none, the load error as its check.
+                    if json {
+                        let r =
+                            nenyax::conformance::load_failed(&uri, &e, t0.elapsed().as_secs_f64());
+                        println!(
+                            "{}",
+                            serde_json::to_string_pretty(&r.to_json()).expect("serialises")
+                        );
+                    }
+                    return Err(e);
                 }
-                Err(e) => return Err(e),
             };
             if json {
                 println!(
