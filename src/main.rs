@@ -426,7 +426,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 threads,
                 ..CheckOptions::default()
             };
-            let t0 = std::time::Instant::now();
+            let t0 = Instant::now();
             let report = match nenyax::conformance::try_check_uri(&uri, &opts) {
                 Ok(report) => report,
                 Err(e) => {
