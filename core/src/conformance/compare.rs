@@ -90,9 +90,10 @@ pub(super) fn same_situation(a: &Trajectory, b: &Trajectory) -> Option<String> {
 pub(super) fn empty_observation(o: &Observation) -> Option<&'static str> {
     let blank = |s: &str| s.trim().is_empty();
     let shown = match (&o.messages, &o.text) {
-        (Some(m), _) if !m.is_empty() => m
-            .iter()
-            .all(|m| m.text().is_none_or(|t| blank(&t)) && m.tool_calls.is_none()),
+        (Some(m), _) if !m.is_empty() => m.iter().all(|m| {
+            m.text().map_or(true, |t| blank(&t))
+                && m.tool_calls.as_ref().map_or(true, |c| c.is_empty())
+        }),
         (_, Some(t)) => blank(t),
         _ => match &o.data {
             Value::Null => true,
