@@ -84,8 +84,10 @@ fn reshape(s: &str, mut f: impl FnMut(char) -> char) -> String {
     format!("{}{inner}{}", &s[..a], &s[b..])
 }
 
-/// The next digit or letter, wrapping (9 -> 0, z -> a): every answer with a digit or letter
-/// becomes a different one of the same shape.
+/// The digit or letter half way round (rot5 for digits, rot13 for letters): every answer with a
+/// digit or letter becomes a different one of the same shape. Half way rather than the next one,
+/// because in a small vocabulary the neighbour is often another valid answer (variables P, Q, R:
+/// `(P ∨ Q)` -> `(Q ∨ R)` may follow from the premises too), and a null must not be right.
 fn shift(c: char) -> char {
     let (base, n) = match c {
         '0'..='9' => (b'0', 10),
@@ -93,7 +95,7 @@ fn shift(c: char) -> char {
         'A'..='Z' => (b'A', 26),
         _ => return c,
     };
-    (base + (c as u8 - base + 1) % n) as char
+    (base + (c as u8 - base + n / 2) % n) as char
 }
 
 /// A random digit or letter of the same class as `c`.
@@ -172,9 +174,9 @@ mod tests {
 
     #[test]
     fn the_format_is_kept_and_the_answer_changed() {
-        assert_eq!(reshape("<answer>42</answer>", shift), "<answer>53</answer>");
-        assert_eq!(reshape("\\boxed{x9}", shift), "\\boxed{y0}");
-        assert_eq!(reshape("Zebra-7", shift), "Afcsb-8");
+        assert_eq!(reshape("<answer>42</answer>", shift), "<answer>97</answer>");
+        assert_eq!(reshape("\\boxed{x9}", shift), "\\boxed{k4}");
+        assert_eq!(reshape("Zebra-7", shift), "Mroen-2");
         assert_eq!(reshape("<answer></answer>", shift), "<answer></answer>");
         let mut rng = Rng::new(1);
         let r = reshape("<answer>-12.5</answer>", |c| random_like(c, &mut rng));
