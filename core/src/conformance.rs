@@ -243,6 +243,7 @@ pub fn check_uri(uri: &str, opts: &CheckOptions) -> Report {
 pub fn try_check_uri(uri: &str, opts: &CheckOptions) -> Result<Report> {
     // Workers of instances the check drops (the fresh one) may serve the first instance's
     // parallel check instead of starting another interpreter.
+    #[cfg(feature = "python")]
     let _recycling = crate::bridge::Recycling::start();
     std::thread::scope(|s| {
         // The fresh instance for `reproducible_fresh` loads beside the first, so that two slow
