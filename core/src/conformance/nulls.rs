@@ -84,10 +84,25 @@ fn reshape(s: &str, mut f: impl FnMut(char) -> char) -> String {
     format!("{}{inner}{}", &s[..a], &s[b..])
 }
 
-/// The digit or letter half way round (rot5 for digits, rot13 for letters): every answer with a
-/// digit or letter becomes a different one of the same shape. Half way rather than the next one,
-/// because in a small vocabulary the neighbour is often another valid answer (variables P, Q, R:
-/// `(P ∨ Q)` -> `(Q ∨ R)` may follow from the premises too), and a null must not be right.
+/// The fixed wrong answer: every digit `0` and every letter `x` (`X`), or `1` and `y` (`Y`) where
+/// that would be the reference's answer itself. A constant, not a shifted copy: a bijection on
+/// digits or letters can map an answer onto another valid one (puzzle24's `4 + 3 + 9 + 8` under
+/// rot5 is `9 + 8 + 4 + 3`; propositional_logic's `(P ∨ Q)` shifted by one is `(Q ∨ R)`, which may
+/// follow from the premises too), and a null must not be right.
+fn fixed(c: char, second: bool) -> char {
+    match (c, second) {
+        ('0'..='9', false) => '0',
+        ('0'..='9', true) => '1',
+        ('a'..='z', false) => 'x',
+        ('a'..='z', true) => 'y',
+        ('A'..='Z', false) => 'X',
+        ('A'..='Z', true) => 'Y',
+        _ => c,
+    }
+}
+
+/// The next digit or letter, wrapping (9 -> 0, z -> a): makes a random answer that came out
+/// equal to the reference's differ.
 fn shift(c: char) -> char {
     let (base, n) = match c {
         '0'..='9' => (b'0', 10),
@@ -95,7 +110,7 @@ fn shift(c: char) -> char {
         'A'..='Z' => (b'A', 26),
         _ => return c,
     };
-    (base + (c as u8 - base + n / 2) % n) as char
+    (base + (c as u8 - base + 1) % n) as char
 }
 
 /// A random digit or letter of the same class as `c`.
@@ -128,7 +143,11 @@ pub(super) fn derived(reference: &Policy, t: &Trajectory, episode: usize) -> Vec
     }
     let (a, b) = answer_span(&text);
     if text[a..b].chars().any(|c| c.is_ascii_alphanumeric()) {
-        replies.push(("wrong answer in the expected format", reshape(&text, shift)));
+        let mut wrong = reshape(&text, |c| fixed(c, false));
+        if wrong == text {
+            wrong = reshape(&text, |c| fixed(c, true));
+        }
+        replies.push(("wrong answer in the expected format", wrong));
         let mut rng = Rng::new(splitmix64(0x6e75_6c6c ^ episode as u64));
         let mut random = reshape(&text, |c| random_like(c, &mut rng));
         if random == text {
@@ -154,7 +173,17 @@ pub(super) fn derived(reference: &Policy, t: &Trajectory, episode: usize) -> Vec
                     Policy::chat(FunctionModel::new("null", move |_| Ok(r.clone())))
                 }
                 Answer::Action(_) if number => {
-                    let v: Value = serde_json::from_str(&reply).ok().filter(Value::is_number)?;
+                    // "00" is not JSON but is the number 0.
+                    let v: Value = serde_json::from_str(&reply)
+                        .ok()
+                        .filter(Value::is_number)
+                        .or_else(|| reply.parse::<i64>().ok().map(Value::from))
+                        .or_else(|| {
+                            reply
+                                .parse::<f64>()
+                                .ok()
+                                .and_then(|f| serde_json::Number::from_f64(f).map(Value::Number))
+                        })?;
                     Policy::constant(v)
                 }
                 Answer::Action(_) => Policy::constant(json!(reply)),
@@ -174,10 +203,16 @@ mod tests {
 
     #[test]
     fn the_format_is_kept_and_the_answer_changed() {
-        assert_eq!(reshape("<answer>42</answer>", shift), "<answer>97</answer>");
-        assert_eq!(reshape("\\boxed{x9}", shift), "\\boxed{k4}");
-        assert_eq!(reshape("Zebra-7", shift), "Mroen-2");
-        assert_eq!(reshape("<answer></answer>", shift), "<answer></answer>");
+        let wrong = |s: &str| reshape(s, |c| fixed(c, false));
+        assert_eq!(wrong("<answer>42</answer>"), "<answer>00</answer>");
+        assert_eq!(wrong("\\boxed{x9}"), "\\boxed{x0}");
+        assert_eq!(wrong("Zebra-7"), "Xxxxx-0");
+        assert_eq!(
+            wrong("<answer>4 + 3 + 9 + 8</answer>"),
+            "<answer>0 + 0 + 0 + 0</answer>"
+        );
+        assert_eq!(wrong("<answer></answer>"), "<answer></answer>");
+        assert_eq!(reshape("z9", shift), "a0");
         let mut rng = Rng::new(1);
         let r = reshape("<answer>-12.5</answer>", |c| random_like(c, &mut rng));
         assert!(
@@ -202,8 +237,8 @@ mod tests {
             let nulls = derived(&Policy::constant(json!(7)), &t, seed);
             assert_eq!(nulls.len(), 2, "no empty or text reply for a number");
             for n in nulls {
-                let v: Value = serde_json::from_str(&n.reply).unwrap();
-                assert!(v.is_number() && v != json!(7), "{}", n.reply);
+                let v: f64 = n.reply.parse().unwrap();
+                assert!(v != 7.0, "{}", n.reply);
             }
         }
     }
