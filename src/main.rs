@@ -20,7 +20,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nenyax::conformance::{check, CheckOptions, Tier};
+use nenyax::conformance::{CheckOptions, Tier};
 use nenyax::limits::{count, MAX_EPISODES, MAX_THREADS};
 use nenyax::{plan, replay, Environment, Error, Readiness, Registry, Runner};
 use policy_args::{check_policy_args, resolve_policy, PolicyArgs};
@@ -425,12 +425,21 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 threads,
                 ..CheckOptions::default()
             };
-            let report = match load(&registry, &uri) {
-                Ok(env) => {
-                    let factory = || registry.load(&uri);
-                    check(&env, Some(&factory), &opts)
+            let t0 = Instant::now();
+            let report = match nenyax::conformance::try_check_uri(&uri, &opts) {
+                Ok(report) => report,
+                Err(e) => {
+                    // --json promises a report on stdout: tier none, the load error as its check.
+                    if json {
+                        let r =
+                            nenyax::conformance::load_failed(&uri, &e, t0.elapsed().as_secs_f64());
+                        outln!(
+                            "{}",
+                            serde_json::to_string_pretty(&r.to_json()).expect("serialises")
+                        )?;
+                    }
+                    return Err(e);
                 }
-                Err(e) => return Err(e),
             };
             if json {
                 outln!(

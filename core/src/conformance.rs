@@ -14,15 +14,22 @@
 use serde::Serialize;
 use serde_json::json;
 use std::fmt::Write as _;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::contract::{Manifest, Mode, TaskRef, Trajectory, PROTOCOL_VERSION};
+use crate::contract::{preview, Manifest, Mode, ModelCall, TaskRef, Trajectory, PROTOCOL_VERSION};
 use crate::env::{guard, Environment, RolloutOptions};
 use crate::error::{Error, Result};
 use crate::limits::count;
 use crate::policy::{FunctionModel, Policy};
 use crate::runner::{Job, Runner};
+
+mod calls;
+mod compare;
+mod nulls;
+
+use calls::{counted, Calls};
+use compare::{empty_observation, same_situation, score_text};
 
 /// Conformance tiers, weakest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -229,37 +236,63 @@ pub type Factory<'a> = &'a dyn Fn() -> Result<Arc<dyn Environment>>;
 
 /// Load `uri` and check it; a load failure is reported as a failed `load` check.
 pub fn check_uri(uri: &str, opts: &CheckOptions) -> Report {
-    let registry = crate::router::Registry::with_builtins();
     let t0 = Instant::now();
-    match registry.load(uri) {
-        Ok(env) => {
-            let factory = || registry.load(uri);
-            check(&env, Some(&factory), opts)
-        }
-        Err(e) => {
-            let mut r = Report::new(uri, Mode::Step);
-            r.checks.push(Check {
-                name: "load".into(),
-                tier: Tier::Connectable,
-                status: Status::Fail,
-                detail: format!("{}: {e}", e.kind()),
-                duration_s: t0.elapsed().as_secs_f64(),
-            });
-            r.finish()
-        }
-    }
+    try_check_uri(uri, opts).unwrap_or_else(|e| load_failed(uri, &e, t0.elapsed().as_secs_f64()))
+}
+
+/// Load `uri` and check it; a load failure is returned as the error.
+pub fn try_check_uri(uri: &str, opts: &CheckOptions) -> Result<Report> {
+    // Workers of instances the check drops (the fresh one) may serve the first instance's
+    // parallel check instead of starting another interpreter.
+    #[cfg(feature = "python")]
+    let _recycling = crate::bridge::Recycling::start();
+    std::thread::scope(|s| {
+        // The fresh instance for `reproducible_fresh` loads beside the first, so that two slow
+        // loads (Python interpreters importing their framework) overlap instead of queueing.
+        let fresh = s.spawn(|| crate::router::Registry::with_builtins().load(uri));
+        let registry = crate::router::Registry::with_builtins();
+        let env = registry.load(uri)?;
+        let fresh = Mutex::new(Some(fresh));
+        let factory = || -> Result<Arc<dyn Environment>> {
+            let handle = fresh.lock().unwrap_or_else(|p| p.into_inner()).take();
+            match handle {
+                Some(h) => h.join().unwrap_or_else(|p| {
+                    Err(Error::Environment(format!(
+                        "loading a fresh instance panicked: {}",
+                        crate::error::panic_message(p.as_ref())
+                    )))
+                }),
+                None => registry.load(uri),
+            }
+        };
+        Ok(check(&env, Some(&factory), opts))
+    })
+}
+
+/// The report of an environment that did not load: tier NONE and one failed `load` check
+/// naming the error.
+pub fn load_failed(uri: &str, e: &Error, duration_s: f64) -> Report {
+    let mut r = Report::new(uri, Mode::Step);
+    r.checks.push(Check {
+        name: "load".into(),
+        tier: Tier::Connectable,
+        status: Status::Fail,
+        detail: format!("{}: {e}", e.kind()),
+        duration_s,
+    });
+    r.finish()
+}
+
+fn chat_probe() -> Policy {
+    Policy::chat(FunctionModel::new("probe", |_| {
+        Ok("I don't know.".to_string())
+    }))
 }
 
 fn default_probe(env: &dyn Environment) -> Option<Policy> {
     env.reference_policy(None)
         .or_else(|| env.probe_policy())
-        .or_else(|| {
-            (env.manifest().capabilities.text || env.mode() != Mode::Step).then(|| {
-                Policy::chat(FunctionModel::new("probe", |_| {
-                    Ok("I don't know.".to_string())
-                }))
-            })
-        })
+        .or_else(|| (env.manifest().capabilities.text || env.mode() != Mode::Step).then(chat_probe))
 }
 
 /// A check's verdict when it ran: `Ok(note)` passes, `Err(why)` fails.
@@ -273,27 +306,8 @@ fn fail(why: impl Into<String>) -> Result<Outcome> {
     Ok(Err(why.into()))
 }
 
-/// Compare two rollouts of the same situation; `None` when they agree.
-fn same_situation(env: &dyn Environment, a: &Trajectory, b: &Trajectory) -> Option<String> {
-    let (ia, ib) = (&a.initial_observation, &b.initial_observation);
-    if let (Some(x), Some(y)) = (ia, ib) {
-        if x.data != y.data || x.text != y.text {
-            return Some("the same seed produced a different initial observation".into());
-        }
-    }
-    if env.mode() == Mode::Step && a.score() != b.score() {
-        return Some(format!(
-            "the same seed and policy scored {} then {}",
-            a.score().map_or("nothing".into(), |s| s.to_string()),
-            b.score().map_or("nothing".into(), |s| s.to_string())
-        ));
-    }
-    None
-}
-
 /// Roll the chosen episodes out again on `on` and compare each with the first run.
 fn replay(
-    env: &dyn Environment,
     on: &dyn Environment,
     probe: &Policy,
     chosen: &[Option<TaskRef>],
@@ -302,11 +316,44 @@ fn replay(
 ) -> Result<Outcome> {
     for (i, task) in chosen.iter().enumerate() {
         let again = on.rollout(probe, &RolloutOptions::new(task.clone(), Some(i as i64)));
-        if let Some(why) = same_situation(env, &first[i], &again) {
+        if let Some(why) = same_situation(&first[i], &again) {
             return fail(format!("episode {i}: {why} ({what} expected)"));
         }
     }
     Ok(Ok(format!("{} {what}", count(chosen.len(), "episode"))))
+}
+
+/// Play each null policy once in the same situation; at once on threads unless the caller's
+/// thread must serve the episodes (the C ABI's host callbacks), so a slow environment's audit
+/// takes one episode's time per situation rather than one per null policy.
+fn play_all(
+    env: &dyn Environment,
+    nulls: &[nulls::Null],
+    o: &RolloutOptions,
+    threads: bool,
+) -> Vec<Trajectory> {
+    if !threads {
+        return nulls.iter().map(|n| env.rollout(&n.policy, o)).collect();
+    }
+    std::thread::scope(|s| {
+        let running: Vec<_> = nulls
+            .iter()
+            .map(|n| s.spawn(|| env.rollout(&n.policy, o)))
+            .collect();
+        running
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|p| {
+                    let mut t = Trajectory::start(env.id(), env.mode(), o.task.clone(), o.seed);
+                    t.fail(&Error::Environment(format!(
+                        "panicked: {}",
+                        crate::error::panic_message(p.as_ref())
+                    )));
+                    t
+                })
+            })
+            .collect()
+    })
 }
 
 /// Run the conformance suite against `env`. `factory`, when given, builds fresh instances for
@@ -356,20 +403,22 @@ pub fn check(env: &Arc<dyn Environment>, factory: Option<Factory>, opts: &CheckO
 
     let listed = env.tasks(Some(samples));
     let task_list = listed.as_ref().cloned().unwrap_or_default();
+    // Always `samples` episodes, each with its own seed: with fewer tasks than samples the
+    // tasks repeat, so a property claimed over episodes is measured over that many.
     let chosen: Vec<Option<TaskRef>> = if task_list.is_empty() {
         vec![None; samples]
     } else {
-        task_list.iter().take(samples).cloned().map(Some).collect()
+        (0..samples)
+            .map(|i| Some(task_list[i % task_list.len()].clone()))
+            .collect()
     };
 
     if env.mode() == Mode::Step {
         record("session_opens", Tier::Connectable, None, &mut || {
             let s = env.session(chosen[0].as_ref(), Some(0))?;
-            let o = s.observation();
-            if o.data.is_null() && o.text.is_none() && o.messages.is_none() {
-                fail("the session's first observation is empty")
-            } else {
-                pass()
+            match empty_observation(s.observation()) {
+                Some(why) => fail(why),
+                None => pass(),
             }
         });
     } else {
@@ -385,7 +434,7 @@ pub fn check(env: &Arc<dyn Environment>, factory: Option<Factory>, opts: &CheckO
                 Ok(t) if t.is_empty() => {
                     Ok(Ok("no enumerable tasks; episodes are chosen by seed".into()))
                 }
-                Ok(t) => Ok(Ok(format!("{} tasks sampled", t.len()))),
+                Ok(t) => Ok(Ok(format!("{} sampled", count(t.len(), "task")))),
             },
         );
     }
@@ -433,14 +482,7 @@ pub fn check(env: &Arc<dyn Environment>, factory: Option<Factory>, opts: &CheckO
         blocked.clone().or(not_resettable.clone()),
         &mut || {
             let probe = probe_ref.as_ref().expect("not skipped");
-            replay(
-                env.as_ref(),
-                env.as_ref(),
-                probe,
-                &chosen,
-                &first,
-                "replayed identically",
-            )
+            replay(env.as_ref(), probe, &chosen, &first, "replayed identically")
         },
     );
     record(
@@ -455,7 +497,6 @@ pub fn check(env: &Arc<dyn Environment>, factory: Option<Factory>, opts: &CheckO
             let fresh = (factory.expect("not skipped"))()?;
             let probe = probe_ref.as_ref().expect("not skipped");
             replay(
-                env.as_ref(),
                 fresh.as_ref(),
                 probe,
                 &chosen,
@@ -495,16 +536,16 @@ pub fn check(env: &Arc<dyn Environment>, factory: Option<Factory>, opts: &CheckO
                 };
                 if differs && env.manifest().capabilities.resettable {
                     return fail(format!(
-                        "episode {i}: parallel judgment {} differs from serial {}",
-                        b.score().map_or("none".into(), |s| s.to_string()),
-                        a.score().map_or("none".into(), |s| s.to_string())
+                        "episode {i}: scored {} in parallel but {} serially",
+                        score_text(b),
+                        score_text(a)
                     ));
                 }
             }
             Ok(Ok(format!(
-                "{} on {} matched serial",
+                "{} on {} threads matched serial",
                 count(par.len(), "episode"),
-                count(runner.threads(), "thread")
+                runner.threads()
             )))
         },
     );
@@ -513,38 +554,74 @@ pub fn check(env: &Arc<dyn Environment>, factory: Option<Factory>, opts: &CheckO
         Tier::Trainable,
         blocked.clone(),
         &mut || {
-            if env.mode() == Mode::Step {
-                for (i, t) in first.iter().enumerate() {
+            // Step environments are driven by the probe; the others run their own loop and
+            // call a model, so a chat model plays them.
+            let base = if env.mode() == Mode::Step {
+                probe_ref.clone().expect("not skipped")
+            } else {
+                env.probe_policy().unwrap_or_else(chat_probe)
+            };
+            let calls = Arc::new(Calls::default());
+            let counting = counted(&base, &calls);
+            let policy = counting.clone().unwrap_or(base);
+            let (mut steps, mut model_calls) = (0, 0);
+            for (i, task) in chosen.iter().enumerate() {
+                calls.take();
+                let t = env.rollout(&policy, &RolloutOptions::new(task.clone(), Some(i as i64)));
+                if let Some(e) = &t.error {
+                    return fail(format!("episode {i}: {e}"));
+                }
+                let (asked, acted) = calls.take();
+                let recorded: Vec<&ModelCall> =
+                    t.model_calls.iter().filter(|c| !c.is_action()).collect();
+                if let Some(k) = recorded
+                    .iter()
+                    .position(|c| c.request.is_empty() || c.response.is_none())
+                {
+                    return fail(format!(
+                        "episode {i}: model call {k} was recorded without its request or reply"
+                    ));
+                }
+                if counting.is_some() && recorded.len() != asked {
+                    return fail(format!(
+                        "episode {i}: the policy answered {} but the trajectory records {}; a \
+                         call made off the record cannot be learned from",
+                        count(asked, "model call"),
+                        recorded.len()
+                    ));
+                }
+                if env.mode() == Mode::Step {
                     if t.steps.is_empty() {
                         return fail(format!("episode {i} recorded no steps"));
                     }
                     if let Some(s) = t.steps.iter().find(|s| !s.reward.is_finite()) {
                         return fail(format!("episode {i} has a non-finite reward {}", s.reward));
                     }
+                    let acted = asked + acted;
+                    if counting.is_some() && t.steps.len() != acted {
+                        return fail(format!(
+                            "episode {i}: the policy acted {} but {} {} recorded; every action \
+                             needs its step and reward",
+                            count(acted, "time"),
+                            count(t.steps.len(), "step"),
+                            if t.steps.len() == 1 { "was" } else { "were" }
+                        ));
+                    }
+                } else if recorded.is_empty() {
+                    return fail(format!(
+                        "episode {i}: no model calls recorded; the environment bypassed the \
+                         endpoint"
+                    ));
                 }
-                let steps: usize = first.iter().map(|t| t.steps.len()).sum();
-                return Ok(Ok(format!(
-                    "{}, {}, finite rewards and judgments",
-                    count(first.len(), "episode"),
-                    count(steps, "step")
-                )));
+                steps += t.steps.len();
+                model_calls += recorded.len();
             }
-            let model_probe = env.probe_policy().unwrap_or_else(|| {
-                Policy::chat(FunctionModel::new("probe", |_| Ok("I don't know.".into())))
-            });
-            let t = env.rollout(
-                &model_probe,
-                &RolloutOptions::new(chosen[0].clone(), Some(0)),
-            );
-            if let Some(e) = t.error {
-                fail(e)
-            } else if t.model_calls.is_empty() {
-                fail("no model calls recorded; the environment bypassed the endpoint")
-            } else if t.model_calls.iter().all(|c| c.response.is_none()) {
-                fail("model calls were recorded without responses")
-            } else {
-                pass()
-            }
+            Ok(Ok(format!(
+                "{}, {}, {}: every call and action on the record",
+                count(chosen.len(), "episode"),
+                count(steps, "step"),
+                count(model_calls, "model call")
+            )))
         },
     );
 
@@ -562,34 +639,86 @@ pub fn check(env: &Arc<dyn Environment>, factory: Option<Factory>, opts: &CheckO
         &mut || {
             let mut bad = Vec::new();
             let (mut rs, mut ns) = (Vec::new(), Vec::new());
+            let mut kinds = std::collections::BTreeSet::new();
             for (i, task) in chosen.iter().enumerate() {
                 let o = RolloutOptions::new(task.clone(), Some(i as i64));
                 let (Some(rp), Some(np)) = (reference(task.as_ref()), null(task.as_ref())) else {
-                    return fail(format!("no reference/null policy for task {i}"));
+                    return fail(format!("no reference/null policy for episode {i}"));
                 };
                 let r = env.rollout(&rp, &o);
-                let n = env.rollout(&np, &o);
-                if let Some(e) = r.error.as_ref().or(n.error.as_ref()) {
-                    return fail(format!("task {i}: {e}"));
+                if let Some(e) = &r.error {
+                    return fail(format!("episode {i}: the reference policy failed: {e}"));
                 }
-                let (r, n) = (r.score().unwrap_or(0.0), n.score().unwrap_or(0.0));
-                if r <= n {
-                    bad.push(i);
+                let rscore = r.score().unwrap_or(0.0);
+                let declared = nulls::Null {
+                    name: "null policy",
+                    reply: String::new(),
+                    policy: np,
+                };
+                let nulls: Vec<nulls::Null> = std::iter::once(declared)
+                    .chain(nulls::derived(&rp, &r, i))
+                    .collect();
+                let played = play_all(env.as_ref(), &nulls, &o, opts.caller.is_none());
+                let mut best = f64::NEG_INFINITY;
+                for (n, t) in nulls.iter().zip(played) {
+                    kinds.insert(n.name);
+                    let nscore = match &t.error {
+                        // The environment's own null must run; a made-up reply it refuses
+                        // (not a number, say) has simply not scored.
+                        Some(e) if n.name == "null policy" => {
+                            return fail(format!("episode {i}: the null policy failed: {e}"))
+                        }
+                        Some(_) => 0.0,
+                        None => t.score().unwrap_or(0.0),
+                    };
+                    best = best.max(nscore);
+                    if nscore >= rscore {
+                        let reply = if n.reply.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" {}", preview(&json!(n.reply)))
+                        };
+                        bad.push((
+                            i,
+                            format!(
+                                "episode {i}: the {}{reply} scored {nscore:.3}, the reference \
+                                 {rscore:.3}",
+                                n.name
+                            ),
+                        ));
+                    }
                 }
-                rs.push(r);
-                ns.push(n);
+                rs.push(rscore);
+                ns.push(best);
             }
+            let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
             if bad.is_empty() {
-                let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
                 Ok(Ok(format!(
-                    "reference {:.3} > null {:.3} on all {}",
+                    "reference {:.3} > best null {:.3} in each of {} ({})",
                     mean(&rs),
                     mean(&ns),
-                    count(rs.len(), "task")
+                    count(rs.len(), "episode"),
+                    match kinds.len() {
+                        1 => "1 null policy".to_string(),
+                        k => format!("{k} null policies"),
+                    }
                 )))
             } else {
+                let episodes: std::collections::BTreeSet<usize> =
+                    bad.iter().map(|(i, _)| *i).collect();
+                let episodes: Vec<String> = episodes.iter().map(usize::to_string).collect();
+                let more = bad.len().saturating_sub(3);
+                bad.truncate(3);
+                let shown: Vec<String> = bad.into_iter().map(|(_, why)| why).collect();
                 fail(format!(
-                    "reference did not beat null on tasks {bad:?} (ref={rs:?}, null={ns:?})"
+                    "the reference did not beat every null policy on episodes {}: {}{}",
+                    episodes.join(", "),
+                    shown.join("; "),
+                    if more > 0 {
+                        format!("; and {more} more")
+                    } else {
+                        String::new()
+                    }
                 ))
             }
         },

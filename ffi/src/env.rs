@@ -362,10 +362,8 @@ pub unsafe extern "C" fn nenyax_check_uri(
     boundary(|| {
         let uri = str_arg(uri, uri_len, "uri")?;
         let opts: CheckOptions = options(options_json, options_len, "options_json")?;
-        let registry = Registry::with_builtins();
-        let env = registry.load(uri)?;
-        let factory = || registry.load(uri);
-        let report = check(&env, Some(&factory), &opts);
+        // As `nenyax check`: the fresh instance loads beside the first, workers are reused.
+        let report = nenyax_core::conformance::try_check_uri(uri, &opts)?;
         out_param(out, json_out(&report))
     })
 }

@@ -366,6 +366,84 @@ pub(crate) fn remote_error(e: &Value) -> Error {
     }
 }
 
+/// Loaded workers of dropped pools, kept while a [`Recycling`] scope is open, so that a pool
+/// loading the same environment (same interpreter, timeout and `load` request) adopts one
+/// instead of starting an interpreter and importing the framework again. `nenyax check` drops
+/// its fresh instance before the parallel check needs a second worker for the first.
+static SPARES: Mutex<Spares> = Mutex::new(Spares {
+    scopes: 0,
+    idle: Vec::new(),
+});
+
+/// At most this many workers wait for adoption; more are stopped.
+const MAX_SPARES: usize = 8;
+
+struct Spares {
+    scopes: usize,
+    idle: Vec<(String, Worker)>,
+}
+
+fn spares() -> std::sync::MutexGuard<'static, Spares> {
+    SPARES.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Keep `w`, a worker that has only answered `probe` (so it is as good as a new interpreter),
+/// for the next pool that starts a worker with the same interpreter, while a [`Recycling`]
+/// scope is open: loading an environment probes its driver first, and that interpreter then
+/// serves the load instead of a second one being started.
+pub(crate) fn keep_probed(w: Worker, python: &str) {
+    let mut s = spares();
+    if s.scopes > 0 && s.idle.len() < MAX_SPARES && !w.is_dead() {
+        s.idle.push((format!("probed\n{python}"), w));
+    }
+}
+
+/// A worker kept by [`keep_probed`] for `config`'s interpreter, else a new one.
+fn spawn_or_reuse(config: &BridgeConfig) -> Result<Worker> {
+    let key = format!("probed\n{}", config.python);
+    let kept = {
+        let mut s = spares();
+        let i = s.idle.iter().position(|(k, _)| *k == key);
+        i.map(|i| s.idle.swap_remove(i).1)
+    };
+    match kept {
+        Some(mut w) => {
+            w.timeout = config.timeout;
+            Ok(w)
+        }
+        None => Worker::spawn(config),
+    }
+}
+
+/// While a value of this type lives, workers of dropped pools wait for adoption by a pool that
+/// loads the same environment; when the last one ends, the waiting workers are stopped. The
+/// first worker of every pool is always a fresh interpreter: only extra workers are adopted.
+pub struct Recycling(());
+
+impl Recycling {
+    /// Open a scope.
+    pub fn start() -> Recycling {
+        spares().scopes += 1;
+        Recycling(())
+    }
+}
+
+impl Drop for Recycling {
+    fn drop(&mut self) {
+        let stopped = {
+            let mut s = spares();
+            s.scopes -= 1;
+            if s.scopes == 0 {
+                std::mem::take(&mut s.idle)
+            } else {
+                Vec::new()
+            }
+        };
+        // Workers are stopped (killed and reaped) outside the lock.
+        drop(stopped);
+    }
+}
+
 /// A pool of workers that all hold the same loaded environment.
 pub struct Pool {
     config: BridgeConfig,
@@ -422,7 +500,16 @@ impl Pool {
             if st.live < self.config.workers.max(1) || fresh {
                 st.live += 1;
                 drop(st);
-                let started = Worker::spawn(&self.config).and_then(|mut w| {
+                if !fresh {
+                    if let Some(w) = self.adopt() {
+                        return Ok(Lease {
+                            worker: Some(w),
+                            pool: self.clone(),
+                            loaded: None,
+                        });
+                    }
+                }
+                let started = spawn_or_reuse(&self.config).and_then(|mut w| {
                     let loaded = w.call("load", self.load.clone())?;
                     Ok((w, loaded))
                 });
@@ -442,10 +529,43 @@ impl Pool {
         }
     }
 
+    /// What identifies the environment the workers hold, for adoption between pools.
+    fn key(&self) -> String {
+        format!(
+            "{}\n{:?}\n{}",
+            self.config.python, self.config.timeout, self.load
+        )
+    }
+
+    /// An idle worker of a dropped pool that loaded the same environment, if one waits.
+    fn adopt(&self) -> Option<Worker> {
+        let key = self.key();
+        let mut s = spares();
+        let i = s.idle.iter().position(|(k, _)| *k == key)?;
+        Some(s.idle.swap_remove(i).1)
+    }
+
     fn release_slot(&self) {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         st.live -= 1;
         self.freed.notify_one();
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        let idle =
+            std::mem::take(&mut self.state.get_mut().unwrap_or_else(|p| p.into_inner()).idle);
+        let key = self.key();
+        let mut s = spares();
+        if s.scopes == 0 {
+            return;
+        }
+        for w in idle {
+            if s.idle.len() < MAX_SPARES && !w.is_dead() {
+                s.idle.push((key.clone(), w));
+            }
+        }
     }
 }
 

@@ -89,8 +89,11 @@ impl BridgeDriver {
             workers: 1,
             timeout: Duration::from_secs(30),
         };
-        let probe = Worker::spawn(&config)
-            .and_then(|mut w| w.call("probe", json!({"packages": [self.package]})));
+        let probe = Worker::spawn(&config).and_then(|mut w| {
+            let v = w.call("probe", json!({"packages": [self.package]}))?;
+            crate::bridge::keep_probed(w, &config.python);
+            Ok(v)
+        });
         match probe {
             Err(e) => Readiness::Missing(e.to_string()),
             Ok(v) => match v["versions"][self.package].as_str() {

@@ -76,7 +76,7 @@ int main(void)
 
     /* samples 0 is raised to 1 */
     REQUIRE_OK(nenyax_env_check(env, S("{\"samples\": 0}"), &r));
-    CHECK(find_bytes(r.ptr, r.len, "\"detail\":\"1 episodes, mean score 1.000\"") != NULL);
+    CHECK(find_bytes(r.ptr, r.len, "\"detail\":\"1 episode, mean score 1.000\"") != NULL);
     nenyax_string_free(&r);
 
     nenyax_env_free(env);

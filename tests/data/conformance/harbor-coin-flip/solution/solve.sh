@@ -1,0 +1,3 @@
+#!/bin/bash
+
+echo "heads or tails" > coin.txt
