@@ -1,22 +1,11 @@
 //! The `nenyax` binary as a user runs it.
 
 use serde_json::Value;
-use std::process::{Command, Output};
+use std::process::Command;
 
-fn nenyax(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nenyax"))
-        .args(args)
-        .output()
-        .expect("the nenyax binary runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+#[path = "support/cli_run.rs"]
+mod cli_run;
+use cli_run::{nenyax, stderr, stdout};
 
 #[test]
 fn check_prints_an_audited_report_for_the_builtin_default() {

@@ -4,26 +4,14 @@
 
 use serde_json::{json, Value};
 use std::io::Read;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
+
+#[path = "support/cli_run.rs"]
+mod cli_run;
+use cli_run::{nenyax, stderr, stdout};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-fn nenyax(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nenyax"))
-        .args(args)
-        .env("RUST_BACKTRACE", "0")
-        .output()
-        .expect("the nenyax binary runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 /// `args` must fail with exit status 2, no panic, and every one of `needles` in stderr.
 fn refused(args: &[&str], needles: &[&str]) {
@@ -254,47 +242,22 @@ fn thread_counts_above_the_maximum_are_refused_at_once() {
 #[test]
 fn endpoint_numbers_out_of_range_are_refused_before_any_call() {
     let (base, calls) = model_server(|_| Some("<answer>0</answer>".into()));
+    let run_with = |flag: &str, value: &str, needles: &[&str]| {
+        let args = [
+            "run",
+            "builtin:arithmetic",
+            "--base-url",
+            &base,
+            "--model",
+            "m",
+        ];
+        refused(&[&args[..], &[flag, value]].concat(), needles);
+    };
     for t in ["NaN", "inf", "-0.5"] {
-        refused(
-            &[
-                "run",
-                "builtin:arithmetic",
-                "--base-url",
-                &base,
-                "--model",
-                "m",
-                "--temperature",
-                t,
-            ],
-            &["--temperature", "finite number >= 0"],
-        );
+        run_with("--temperature", t, &["--temperature", "finite number >= 0"]);
     }
-    refused(
-        &[
-            "run",
-            "builtin:arithmetic",
-            "--base-url",
-            &base,
-            "--model",
-            "m",
-            "--max-tokens",
-            "0",
-        ],
-        &["--max-tokens"],
-    );
-    refused(
-        &[
-            "run",
-            "builtin:arithmetic",
-            "--base-url",
-            &base,
-            "--model",
-            "m",
-            "--retries",
-            "4000000000",
-        ],
-        &["--retries", "at most"],
-    );
+    run_with("--max-tokens", "0", &["--max-tokens"]);
+    run_with("--retries", "4000000000", &["--retries", "at most"]);
     assert_eq!(calls.load(Ordering::SeqCst), 0, "nothing reached the model");
 }
 
