@@ -75,7 +75,8 @@ export NENYAX_OPENENV_SCAFFOLD="$root/target/openenv/echo_peer"
 export NENYAX_TEST_PYTHON="$python"
 # The bridge drivers' interpreter (tests/bridge.rs).
 export NENYAX_PYTHON="$python"
-cargo test --workspace --all-targets "$@"
+# --no-fail-fast: one failing test binary must not hide what the others would report.
+cargo test --workspace --all-targets --no-fail-fast "$@"
 # With no arguments, the whole suite: doctests (which --all-targets leaves out) and the
 # C++ and Go bindings against the C ABI. The C programs in ffi/tests/c run under cargo test.
 if [ "$#" -eq 0 ]; then

@@ -264,7 +264,7 @@ pub fn drive_steps<E: Environment + ?Sized>(
             );
         }
     };
-    crate::runner::check_max_steps(opts.max_steps)?;
+    crate::limits::check_max_steps(opts.max_steps)?;
     let limit = opts
         .max_steps
         .unwrap_or_else(|| env.default_max_steps())

@@ -248,6 +248,16 @@ pub fn seconds(value: f64, zero_ok: bool) -> Result<Duration, String> {
     ))
 }
 
+/// A step limit of 0 would still run one step; refuse it where the limit enters.
+pub(crate) fn check_max_steps(max_steps: Option<usize>) -> crate::Result<()> {
+    if max_steps == Some(0) {
+        return Err(crate::Error::Config(
+            "max_steps must be at least 1 (leave it unset for the environment's default)".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// `n word` or `n words`, for messages that count things ("1 episode", "2 episodes").
 pub fn count(n: usize, word: &str) -> String {
     format!("{n} {word}{}", if n == 1 { "" } else { "s" })

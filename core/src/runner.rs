@@ -67,16 +67,6 @@ fn check_seeds(n: usize, seed: i64) -> Result<()> {
     Ok(())
 }
 
-/// A step limit of 0 would still run one step; refuse it where the limit enters.
-pub(crate) fn check_max_steps(max_steps: Option<usize>) -> Result<()> {
-    if max_steps == Some(0) {
-        return Err(Error::Config(
-            "max_steps must be at least 1 (leave it unset for the environment's default)".into(),
-        ));
-    }
-    Ok(())
-}
-
 /// A batch as callers describe it in JSON: {"n": 10, "seed": 0, "max_steps": int,
 /// "tasks": [TaskRef]}; every field is optional.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -101,7 +91,7 @@ impl RunOptions {
     pub fn jobs(&self, env: &dyn Environment) -> Result<Vec<Job>> {
         let n = self.n.unwrap_or(10);
         let seed = self.seed.unwrap_or(0);
-        check_max_steps(self.max_steps)?;
+        crate::limits::check_max_steps(self.max_steps)?;
         match &self.tasks {
             Some(tasks) if !tasks.is_empty() => {
                 check_seeds(n, seed)?;
@@ -305,7 +295,7 @@ impl Runner {
         caller: Option<&Receiver<CallerTask>>,
         mut sink: impl FnMut(usize, Trajectory) -> Result<()>,
     ) -> Result<()> {
-        check_max_steps(max_steps)?;
+        crate::limits::check_max_steps(max_steps)?;
         let n = jobs.len();
         if n == 0 {
             return Ok(());
