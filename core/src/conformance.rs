@@ -597,8 +597,16 @@ pub fn check(env: &Arc<dyn Environment>, factory: Option<Factory>, opts: &CheckO
                     if let Some(s) = t.steps.iter().find(|s| !s.reward.is_finite()) {
                         return fail(format!("episode {i} has a non-finite reward {}", s.reward));
                     }
+                    // An action policy's every action is one step. A chat model's reply is at
+                    // least one: an environment running its own tool loop records a step per
+                    // tool call and a last one for the final answer.
                     let acted = asked + acted;
-                    if counting.is_some() && t.steps.len() != acted {
+                    let short = if asked == 0 {
+                        t.steps.len() != acted
+                    } else {
+                        t.steps.len() < acted
+                    };
+                    if counting.is_some() && short {
                         return fail(format!(
                             "episode {i}: the policy acted {} but {} {} recorded; every action \
                              needs its step and reward",

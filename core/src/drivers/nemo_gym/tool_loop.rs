@@ -154,7 +154,13 @@ pub(super) fn run(
             }
             for c in &calls {
                 let out = ep.run_call(c, false)?;
-                steps.push(tool_step(c, &out));
+                // The item's `id` is the model server's, fresh on every reply: the step keeps
+                // what the model chose (call_id, name, arguments), so replays compare equal.
+                let mut action = c.clone();
+                if let Some(o) = action.as_object_mut() {
+                    o.remove("id");
+                }
+                steps.push(tool_step(&action, &out));
             }
             if turns >= limit {
                 break (text, "max_turns".to_string());
