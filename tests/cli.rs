@@ -5,7 +5,7 @@ use std::process::Command;
 
 #[path = "support/cli_run.rs"]
 mod cli_run;
-use cli_run::{nenyax, stderr, stdout};
+use cli_run::{nenyax, stderr, stdout, temp_file};
 
 #[test]
 fn check_prints_an_audited_report_for_the_builtin_default() {
@@ -61,13 +61,10 @@ fn check_json_and_require() {
         .starts_with("5 episodes"));
 
     // A define file whose judge has no oracle cannot be audited: --require says so by exit code.
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("fmt.toml");
-    std::fs::write(
-        &path,
+    let (_dir, path) = temp_file(
+        "fmt.toml",
         "[judge]\ntype = \"regex\"\npattern = \"x\"\n[[tasks]]\nprompt = \"say x\"\n",
-    )
-    .unwrap();
+    );
     let uri = format!("define:{}", path.display());
     let o = nenyax(&["check", &uri, "--require", "audited"]);
     assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 
 #[path = "support/cli_run.rs"]
 mod cli_run;
-use cli_run::{nenyax, stderr, stdout};
+use cli_run::{nenyax, stderr, stdout, temp_file};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -100,13 +100,10 @@ fn huge_or_non_finite_seconds_are_refused_by_name() {
         }
     }
     // A URI's timeout is checked by the driver before it is used.
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("d.jsonl");
-    std::fs::write(
-        &data,
+    let (_dir, data) = temp_file(
+        "d.jsonl",
         "{\"responses_create_params\": {\"input\": \"hi\"}}\n",
-    )
-    .unwrap();
+    );
     let uri = format!(
         "nemo_gym:http://127.0.0.1:9?data={}&timeout_s=1e20",
         data.display()
@@ -426,17 +423,14 @@ fn model_flags_imply_the_endpoint_policy() {
 fn the_run_summary_counts_errors_and_scores_them_as_zero() {
     // Prompts with "ok" get the right answer, the others a server error: 2 of 4 episodes fail.
     let (base, _) = model_server(|p| p.contains("ok").then(|| "x".to_string()));
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("mixed.toml");
-    std::fs::write(
-        &file,
+    let (_dir, file) = temp_file(
+        "mixed.toml",
         "[judge]\ntype = \"contains\"\n\
          [[tasks]]\nprompt = \"ok 1\"\nanswer = \"x\"\n\
          [[tasks]]\nprompt = \"down 2\"\nanswer = \"x\"\n\
          [[tasks]]\nprompt = \"ok 3\"\nanswer = \"x\"\n\
          [[tasks]]\nprompt = \"down 4\"\nanswer = \"x\"\n",
-    )
-    .unwrap();
+    );
     let uri = format!("define:{}", file.display());
     let args = [
         "run",
@@ -518,13 +512,10 @@ fn pass_counts_appear_where_the_judge_decides_pass_or_fail() {
 
 #[test]
 fn a_judge_without_pass_fail_is_not_reported_as_failing() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("fmt.toml");
-    std::fs::write(
-        &file,
+    let (_dir, file) = temp_file(
+        "fmt.toml",
         "[judge]\ntype = \"regex\"\npattern = \"x\"\n[[tasks]]\nprompt = \"say x\"\n",
-    )
-    .unwrap();
+    );
     let (base, _) = model_server(|_| Some("x".into()));
     let uri = format!("define:{}", file.display());
     let o = nenyax(&["run", &uri, "-n", "2", "--base-url", &base, "--model", "m"]);
