@@ -15,6 +15,7 @@
 //! See docs/sandbox.md for what each promise means and how `nenyax sandbox-check` proves it.
 
 pub mod check;
+pub mod engine;
 mod options;
 pub mod pool;
 mod process;
@@ -45,6 +46,9 @@ impl BackendKind {
         match self {
             BackendKind::Process => Ok(()),
             BackendKind::Jail => process::jail_ready(),
+            BackendKind::Container => engine::Engine::detect()
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
         }
     }
 }
@@ -79,18 +83,11 @@ pub fn backends() -> Vec<BackendInfo> {
             }
         })
         .collect();
-    for (name, level, needs) in [
-        (
-            "container",
-            Level::Container,
-            "a container runtime (not implemented in nenyax yet)",
-        ),
-        (
-            "microvm",
-            Level::Microvm,
-            "a microVM monitor (not implemented in nenyax yet)",
-        ),
-    ] {
+    for (name, level, needs) in [(
+        "microvm",
+        Level::Microvm,
+        "a microVM monitor (not implemented in nenyax yet)",
+    )] {
         out.push(BackendInfo {
             name: name.into(),
             level,
@@ -162,6 +159,11 @@ impl Sandbox {
                 "the {} sandbox backend cannot run here: {why}",
                 config.backend.name()
             )));
+        }
+        if config.backend == BackendKind::Container {
+            return Err(Error::Sandbox(
+                "the container sandbox backend is being written (issue 17)".into(),
+            ));
         }
         if config.root && config.backend == BackendKind::Jail {
             if let Err(why) = process::user_namespace_ready() {
@@ -370,7 +372,7 @@ impl Sandbox {
     pub fn url(&self, port: u16) -> Result<String> {
         match self.config.backend {
             BackendKind::Process => Ok(format!("http://127.0.0.1:{port}")),
-            BackendKind::Jail => Err(Error::UnsupportedCapability {
+            BackendKind::Jail | BackendKind::Container => Err(Error::UnsupportedCapability {
                 env: format!("sandbox {}", self.id),
                 what: "expose a port: a jail has its own network namespace".into(),
             }),

@@ -32,7 +32,8 @@ fn timeout_s<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Dura
 
 /// Sandbox options: {"backend": "process"|"jail" (default process), "cpu_s", "memory_bytes",
 /// "open_files", "processes", "file_size_bytes", "wall_s", "output_bytes", "network",
-/// "workdir", "root", "env": {..}, "extra_dirs": [..]}; absent fields keep the defaults.
+/// "workdir", "root", "env": {..}, "extra_dirs": [..], "image", "read_only_root"}; absent fields
+/// keep the defaults.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SandboxOptions {
@@ -65,6 +66,10 @@ pub struct SandboxOptions {
     /// More private top-level directories.
     #[serde(default)]
     pub extra_dirs: Vec<String>,
+    /// The image a container starts from.
+    pub image: Option<String>,
+    /// A read-only root file system (container only).
+    pub read_only_root: Option<bool>,
 }
 
 impl SandboxOptions {
@@ -89,6 +94,8 @@ impl SandboxOptions {
         }
         c.env = self.env;
         c.extra_dirs = self.extra_dirs;
+        c.image = self.image;
+        c.read_only_root = self.read_only_root.unwrap_or(false);
         Ok(c)
     }
 }
@@ -155,7 +162,7 @@ mod tests {
             .into();
         assert_eq!(x.stdin.as_deref(), Some(&b"hi"[..]));
         assert!(SandboxOptions {
-            backend: Some("docker".into()),
+            backend: Some("firecracker".into()),
             ..Default::default()
         }
         .config()

@@ -23,17 +23,24 @@ pub enum BackendKind {
     Process,
     /// A limited process group in new namespaces with a private file system view.
     Jail,
+    /// A container of an image, run by Podman or Docker.
+    Container,
 }
 
 impl BackendKind {
     /// Every backend, lightest first.
-    pub const ALL: [BackendKind; 2] = [BackendKind::Process, BackendKind::Jail];
+    pub const ALL: [BackendKind; 3] = [
+        BackendKind::Process,
+        BackendKind::Jail,
+        BackendKind::Container,
+    ];
 
     /// The backend's name, as on the command line.
     pub fn name(self) -> &'static str {
         match self {
             BackendKind::Process => "process",
             BackendKind::Jail => "jail",
+            BackendKind::Container => "container",
         }
     }
 
@@ -42,6 +49,7 @@ impl BackendKind {
         match self {
             BackendKind::Process => Level::Process,
             BackendKind::Jail => Level::Jail,
+            BackendKind::Container => Level::Container,
         }
     }
 
@@ -50,9 +58,10 @@ impl BackendKind {
         match s {
             "process" => Ok(BackendKind::Process),
             "jail" => Ok(BackendKind::Jail),
+            "container" | "docker" | "podman" => Ok(BackendKind::Container),
             other => Err(Error::Sandbox(format!(
-                "unknown sandbox backend `{other}`: use `process` or `jail` (container and microvm \
-                 backends are not implemented)"
+                "unknown sandbox backend `{other}`: use `process`, `jail` or `container` (the \
+                 microvm backend is not implemented)"
             ))),
         }
     }
@@ -63,6 +72,10 @@ impl BackendKind {
             BackendKind::Process => "Linux or another Unix; nothing else",
             BackendKind::Jail => {
                 "Linux, root or CAP_SYS_ADMIN (unshare of mount, PID, IPC, UTS and network namespaces)"
+            }
+            BackendKind::Container => {
+                "Podman (or a Docker daemon) and a local base image: `nenyax setup container` \
+                 installs and configures them"
             }
         }
     }
@@ -122,6 +135,11 @@ pub struct SandboxConfig {
     pub root: bool,
     /// More private top-level directories (e.g. `skills` for `/skills`), made like `/app`.
     pub extra_dirs: Vec<String>,
+    /// The image a container starts from (container only); `None`: the default base image.
+    pub image: Option<String>,
+    /// Mount the container's root file system read-only (container only); the private
+    /// directories stay writable.
+    pub read_only_root: bool,
 }
 
 impl SandboxConfig {
@@ -135,6 +153,8 @@ impl SandboxConfig {
             workdir: "/app".into(),
             root: false,
             extra_dirs: Vec::new(),
+            image: None,
+            read_only_root: false,
         }
     }
 }
