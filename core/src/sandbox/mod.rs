@@ -83,19 +83,13 @@ pub fn backends() -> Vec<BackendInfo> {
             }
         })
         .collect();
-    for (name, level, needs) in [(
-        "microvm",
-        Level::Microvm,
-        "a microVM monitor (not implemented in nenyax yet)",
-    )] {
-        out.push(BackendInfo {
-            name: name.into(),
-            level,
-            ready: false,
-            why_not: Some("not implemented".into()),
-            needs: needs.into(),
-        });
-    }
+    out.push(BackendInfo {
+        name: "microvm".into(),
+        level: Level::Microvm,
+        ready: false,
+        why_not: Some("not implemented".into()),
+        needs: "a microVM monitor (not implemented in nenyax yet)".into(),
+    });
     out
 }
 
