@@ -431,3 +431,37 @@ fn an_unknown_terminal_mode_is_refused_with_the_choices() {
         "{e}"
     );
 }
+
+/// The agent ending its own shell (or removing the socket) ends its turns, not the run: the
+/// next look says the session is gone, and closing does not wait for the hosting exec's
+/// deadline.
+fn a_session_the_agent_ends(backend: BackendKind) {
+    let sb = sandbox(backend);
+    for ender in ["exit\n", "rm -rf \"$TMPDIR/.nenyax\"\n"] {
+        std::thread::scope(|s| {
+            let mut t = Tmux::open(s, &sb, Duration::from_secs(300)).expect("open");
+            t.first_look().unwrap();
+            let _ = t.run_batch(&[cmd(ender, 0.5)], Duration::from_secs(30));
+            let e = t
+                .run_batch(&[cmd("echo still-here\n", 0.2)], Duration::from_secs(30))
+                .unwrap_err();
+            assert!(e.to_string().contains("session is gone"), "{ender:?}: {e}");
+            let t0 = Instant::now();
+            let _ = t.close();
+            assert!(t0.elapsed() < Duration::from_secs(10), "{ender:?}: {:?}", t0.elapsed());
+        });
+    }
+    sb.destroy().unwrap();
+}
+
+#[test]
+fn the_agent_ending_its_shell_ends_the_session_on_the_process_backend() {
+    a_session_the_agent_ends(BackendKind::Process);
+}
+
+#[test]
+fn the_agent_ending_its_shell_ends_the_session_in_a_jail() {
+    if jail_ready() {
+        a_session_the_agent_ends(BackendKind::Jail);
+    }
+}

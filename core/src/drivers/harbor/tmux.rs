@@ -9,10 +9,10 @@
 //!   once (daemonized) and clients are further execs; the session stays up until the container
 //!   goes, so what the agent started (a service) still runs while the tests run, as in Harbor.
 //! - jail: every exec has its own PID namespace, which dies with the command, so a daemonized
-//!   server would die at once. The server is kept alive by one long exec (a `tmux wait-for`
-//!   that ends when the server does) on a scoped thread; clients are further jail execs that
-//!   reach the server through its socket in the jail's private /tmp. The session ends with the
-//!   agent's turns.
+//!   server would die at once. The server is kept alive by one long exec (a loop that ends
+//!   when the agent is done or the session is gone) on a scoped thread; clients are further
+//!   jail execs that reach the server through its socket in the jail's private /tmp. The
+//!   session ends with the agent's turns.
 //! - process: every exec ends by killing the sandbox's marked processes, which would kill the
 //!   server, so the server is hosted the same way as in a jail and the clients run directly on
 //!   the host (the process backend's commands see the host anyway) as the sandbox's user.
@@ -76,7 +76,6 @@ pub const SESSION_TEXT: &str = "/logs/agent/terminal.txt";
 
 const DIR: &str = "/tmp/.nenyax/tmux";
 const SESSION: &str = "nenyax";
-const SIGNAL: &str = "nenyax-closed";
 /// How often the wait looks at the screen to return early once a command is done.
 const POLL_US: u64 = 50_000;
 /// Slack on top of the waits for one client script (tmux calls, a slow container exec).
@@ -304,6 +303,8 @@ impl<'s> Tmux<'s> {
         sb.put("/logs/agent/.keep", b"", 0o644)?;
         sb.remove("/logs/agent/.keep")?;
         let sock = path(&format!("{DIR}/sock"))?;
+        let closing = path(&format!("{DIR}/closing"))?;
+        sb.remove(&format!("{DIR}/closing"))?;
         if sock.len() > 100 {
             return Err(Error::Sandbox(format!(
                 "the terminal's socket path {sock} is longer than a Unix socket allows; set \
@@ -356,7 +357,17 @@ impl<'s> Tmux<'s> {
                 // on that layout (EEXIST): make it before the hosting exec and a client overlap.
                 sb.exec(&Exec::argv(["true"]).cwd("/tmp").timeout(CLIENT_SLACK))?;
             }
-            let script = format!("{start}exec tmux -S \"$S\" wait-for {SIGNAL}\n");
+            // Until close() flags it, or the session or its socket is gone (the agent ended
+            // the shell, killed the server or removed /tmp/.nenyax).
+            let script = format!(
+                "{start}i=0\n\
+                 while [ -S \"$S\" ] && [ ! -e {closing} ]; do\n\
+                   sleep 0.2; i=$((i + 1))\n\
+                   if [ $((i % 10)) = 0 ] && ! tmux -S \"$S\" has-session -t {SESSION} 2>/dev/null; then break; fi\n\
+                 done\n\
+                 tmux -S \"$S\" kill-server 2>/dev/null\nexit 0\n",
+                closing = q(&closing),
+            );
             let exec = Exec::argv(["bash", "-c", script.as_str()])
                 .cwd("/tmp")
                 .timeout(deadline);
@@ -555,24 +566,33 @@ impl<'s> Tmux<'s> {
             return Ok(());
         }
         self.closed = true;
-        let text = if self.host_client.is_some() {
-            self.sb
-                .host_path(SESSION_TEXT)?
-                .to_string_lossy()
-                .into_owned()
-        } else {
-            SESSION_TEXT.to_string()
+        // The hosting exec also ends by itself once this file appears: a client cannot stop a
+        // server whose socket the agent removed.
+        let flagged = match self.hosting {
+            Some(_) => self.sb.put(&format!("{DIR}/closing"), b"", 0o644),
+            None => Ok(()),
         };
-        let save = format!(
-            "tm capture-pane -p -J -t {SESSION} -S - > {} 2>/dev/null\n",
-            q(&text)
-        );
+        let text = match &self.host_client {
+            Some(_) => self
+                .sb
+                .host_path(SESSION_TEXT)
+                .map(|p| p.to_string_lossy().into_owned()),
+            None => Ok(SESSION_TEXT.to_string()),
+        };
         let stop = if self.hosting.is_some() {
-            "tm kill-server\n"
+            "tm kill-server 2>/dev/null\n"
         } else {
             ""
         };
-        let r = self.client(&format!("{save}{stop}"), Duration::from_secs(30));
+        let r = text.and_then(|text| {
+            self.client(
+                &format!(
+                    "tm capture-pane -p -J -t {SESSION} -S - > {} 2>/dev/null\n{stop}",
+                    q(&text)
+                ),
+                Duration::from_secs(30),
+            )
+        });
         if let Some(h) = self.hosting.take() {
             match h.join() {
                 Ok(Ok(_)) => {}
@@ -584,6 +604,7 @@ impl<'s> Tmux<'s> {
                 }
             }
         }
+        flagged?;
         r.map(|_| ())
     }
 }
