@@ -448,7 +448,11 @@ fn a_session_the_agent_ends(backend: BackendKind) {
             assert!(e.to_string().contains("session is gone"), "{ender:?}: {e}");
             let t0 = Instant::now();
             let _ = t.close();
-            assert!(t0.elapsed() < Duration::from_secs(10), "{ender:?}: {:?}", t0.elapsed());
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "{ender:?}: {:?}",
+                t0.elapsed()
+            );
         });
     }
     sb.destroy().unwrap();
