@@ -213,7 +213,7 @@ fn drive_a_session(backend: BackendKind) {
         assert!(look.text.contains("\n20000\n"), "the end is kept");
         assert!(look.text.len() < 10_500, "{}", look.text.len());
 
-        // A program the agent left running ends with the session (jail and process).
+        // A program the agent left running ends with the session.
         let bg = format!("bash -c 'sleep 301; true' {marker} &\n");
         t.run_batch(&[cmd(&bg, 0.2)], Duration::from_secs(30))
             .unwrap();
@@ -223,9 +223,7 @@ fn drive_a_session(backend: BackendKind) {
         );
         t.close().unwrap();
     });
-    if backend != BackendKind::Container {
-        assert_gone(&marker, "the session closed");
-    }
+    assert_gone(&marker, "the session closed");
     // The session was logged.
     let log = sb.get("/logs/agent/terminal.log").unwrap();
     assert!(String::from_utf8_lossy(&log).contains("hello-bob"));

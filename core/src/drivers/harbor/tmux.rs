@@ -2,20 +2,16 @@
 //! Terminal-Bench's terminus-2 drives it (keystrokes, a wait of each command's duration,
 //! screen capture and the output that is new since the last look).
 //!
-//! Where the tmux server lives depends on the backend, because each keeps processes alive
-//! differently:
-//!
-//! - container: processes outlive the `exec` that started them, so the server is started
-//!   once (daemonized) and clients are further execs; the session stays up until the container
-//!   goes, so what the agent started (a service) still runs while the tests run, as in Harbor.
-//! - jail: every exec has its own PID namespace, which dies with the command, so a daemonized
-//!   server would die at once. The server is kept alive by one long exec (a loop that ends
-//!   when the agent is done or the session is gone) on a scoped thread; clients are further
-//!   jail execs that reach the server through its socket in the jail's private /tmp. The
-//!   session ends with the agent's turns.
-//! - process: every exec ends by killing the sandbox's marked processes, which would kill the
-//!   server, so the server is hosted the same way as in a jail and the clients run directly on
-//!   the host (the process backend's commands see the host anyway) as the sandbox's user.
+//! No backend lets a daemonized tmux server outlive the exec that started it: a jail's exec is
+//! its own PID namespace, which dies with the command; the container backend kills what each
+//! command leaves behind (by its per-command marker); the process backend kills the sandbox's
+//! marked processes after every exec. So the server is hosted by one long exec on a scoped
+//! thread (a loop that ends when the agent is done or the session is gone), and when it ends
+//! the backend's own cleanup takes everything the agent started in the terminal with it.
+//! Clients are further execs that reach the server through its socket in the sandbox's private
+//! /tmp (jail, container), or, on the process backend, where a further exec would sweep the
+//! server away, run directly on the host (the process backend's commands see the host anyway)
+//! as the sandbox's user.
 //!
 //! Every client call is one shell script (send the keys, wait, look), so a turn costs one exec
 //! per command batch, not one per poll.
@@ -139,7 +135,7 @@ pub struct Tmux<'s> {
     sock: String,
     /// Clients run on the host (process backend) as this user, or in the sandbox (`None`).
     host_client: Option<HostClient>,
-    /// The server's hosting exec (jail, process), which ends when the server does.
+    /// The server's hosting exec, which ends when the session does.
     hosting: Option<ScopedJoinHandle<'s, Result<ExecResult>>>,
     /// The shell the pane runs, as `pane_current_command` names it: back in the foreground
     /// means the command is done.
@@ -277,9 +273,9 @@ impl<'s> Tmux<'s> {
         }
     }
 
-    /// Start the session (a `WIDTH`x`HEIGHT` terminal running bash in the sandbox's workdir,
-    /// logged to [`SESSION_LOG`]), or attach to the one a previous step left in a container.
-    /// `deadline` bounds the hosting exec where there is one (jail, process).
+    /// Start the session: a `WIDTH`x`HEIGHT` terminal running bash in the sandbox's workdir,
+    /// logged to [`SESSION_LOG`], its server hosted by an exec on `scope` that `deadline`
+    /// bounds.
     pub fn open<'env>(
         scope: &'s Scope<'s, 'env>,
         sb: &'env Sandbox,
@@ -332,74 +328,60 @@ impl<'s> Tmux<'s> {
         };
         let start = format!(
             "S={sock}\nexport SHELL=\"$(command -v bash)\"\n\
-             if ! tmux -S \"$S\" has-session -t {SESSION} 2>/dev/null; then\n\
              tmux -S \"$S\" -f {conf} new-session -d -s {SESSION} -x {WIDTH} -y {HEIGHT} -c {cwd} || exit $?\n\
-             tmux -S \"$S\" pipe-pane -o -t {SESSION} {pipe} || exit $?\n\
-             fi\n",
+             tmux -S \"$S\" pipe-pane -o -t {SESSION} {pipe} || exit $?\n",
             sock = q(&sock),
             conf = q(&path(&format!("{DIR}/tmux.conf"))?),
             cwd = q(&path(&sb.config().workdir)?),
             pipe = q(&format!("cat >> {}", q(&path(SESSION_LOG)?))),
         );
-        if backend == BackendKind::Container {
-            // Processes outlive execs in a container: a daemonized server is enough.
-            let r = sb.exec(
-                &Exec::argv(["bash", "-c", start.as_str()])
-                    .cwd("/tmp")
-                    .timeout(CLIENT_SLACK),
-            )?;
-            if !r.ok() {
-                return Err(start_error(&r.stdout, &r.stderr));
+        if backend == BackendKind::Jail {
+            // A jail lays out its root on its first exec, and two first execs at once race
+            // on that layout (EEXIST): make it before the hosting exec and a client overlap.
+            sb.exec(&Exec::argv(["true"]).cwd("/tmp").timeout(CLIENT_SLACK))?;
+        }
+        // Until close() flags it, or the session or its socket is gone (the agent ended
+        // the shell, killed the server or removed /tmp/.nenyax).
+        let script = format!(
+            "{start}i=0\n\
+             while [ -S \"$S\" ] && [ ! -e {closing} ]; do\n\
+               sleep 0.2; i=$((i + 1))\n\
+               if [ $((i % 10)) = 0 ] && ! tmux -S \"$S\" has-session -t {SESSION} 2>/dev/null; then break; fi\n\
+             done\n\
+             tmux -S \"$S\" kill-server 2>/dev/null\nexit 0\n",
+            closing = q(&closing),
+        );
+        let exec = Exec::argv(["bash", "-c", script.as_str()])
+            .cwd("/tmp")
+            .timeout(deadline);
+        t.hosting = Some(scope.spawn(move || sb.exec(&exec)));
+        // The session is up once a client can see it; a start that failed ends the
+        // hosting exec, whose output says why.
+        let t0 = Instant::now();
+        loop {
+            if t.client(
+                &format!("tm has-session -t {SESSION}\n"),
+                Duration::from_secs(10),
+            )?
+            .ok()
+            {
+                break;
             }
-        } else {
-            if backend == BackendKind::Jail {
-                // A jail lays out its root on its first exec, and two first execs at once race
-                // on that layout (EEXIST): make it before the hosting exec and a client overlap.
-                sb.exec(&Exec::argv(["true"]).cwd("/tmp").timeout(CLIENT_SLACK))?;
+            if t.hosting.as_ref().is_some_and(|h| h.is_finished()) {
+                t.closed = true;
+                let r = t.hosting.take().expect("checked above").join();
+                return Err(match r {
+                    Ok(Ok(r)) => start_error(&r.stdout, &r.stderr),
+                    Ok(Err(e)) => e,
+                    Err(_) => Error::Sandbox("the terminal's hosting thread panicked".into()),
+                });
             }
-            // Until close() flags it, or the session or its socket is gone (the agent ended
-            // the shell, killed the server or removed /tmp/.nenyax).
-            let script = format!(
-                "{start}i=0\n\
-                 while [ -S \"$S\" ] && [ ! -e {closing} ]; do\n\
-                   sleep 0.2; i=$((i + 1))\n\
-                   if [ $((i % 10)) = 0 ] && ! tmux -S \"$S\" has-session -t {SESSION} 2>/dev/null; then break; fi\n\
-                 done\n\
-                 tmux -S \"$S\" kill-server 2>/dev/null\nexit 0\n",
-                closing = q(&closing),
-            );
-            let exec = Exec::argv(["bash", "-c", script.as_str()])
-                .cwd("/tmp")
-                .timeout(deadline);
-            t.hosting = Some(scope.spawn(move || sb.exec(&exec)));
-            // The session is up once a client can see it; a start that failed ends the
-            // hosting exec, whose output says why.
-            let t0 = Instant::now();
-            loop {
-                if t.client(
-                    &format!("tm has-session -t {SESSION}\n"),
-                    Duration::from_secs(10),
-                )?
-                .ok()
-                {
-                    break;
-                }
-                if t.hosting.as_ref().is_some_and(|h| h.is_finished()) {
-                    t.closed = true;
-                    let r = t.hosting.take().expect("checked above").join();
-                    return Err(match r {
-                        Ok(Ok(r)) => start_error(&r.stdout, &r.stderr),
-                        Ok(Err(e)) => e,
-                        Err(_) => Error::Sandbox("the terminal's hosting thread panicked".into()),
-                    });
-                }
-                if t0.elapsed() > Duration::from_secs(10) {
-                    return Err(Error::Sandbox(
-                        "the terminal's tmux session did not come up within 10 s".into(),
-                    ));
-                }
-                std::thread::sleep(Duration::from_millis(10));
+            if t0.elapsed() > Duration::from_secs(10) {
+                return Err(Error::Sandbox(
+                    "the terminal's tmux session did not come up within 10 s".into(),
+                ));
             }
+            std::thread::sleep(Duration::from_millis(10));
         }
         let r = t.client(
             &format!("tm display -p -t {SESSION} '#{{pane_current_command}}'\n"),
@@ -555,8 +537,8 @@ impl<'s> Tmux<'s> {
         Ok(Look { text, screen })
     }
 
-    /// End the session: save its scrollback to [`SESSION_TEXT`], and (jail, process) stop the
-    /// server so the hosting exec ends. In a container the session stays up for the tests.
+    /// End the session: save its scrollback to [`SESSION_TEXT`] and stop the server, so the
+    /// hosting exec ends and the backend's cleanup takes what the agent left running.
     pub fn close(mut self) -> Result<()> {
         self.close_inner()
     }
@@ -566,12 +548,6 @@ impl<'s> Tmux<'s> {
             return Ok(());
         }
         self.closed = true;
-        // The hosting exec also ends by itself once this file appears: a client cannot stop a
-        // server whose socket the agent removed.
-        let flagged = match self.hosting {
-            Some(_) => self.sb.put(&format!("{DIR}/closing"), b"", 0o644),
-            None => Ok(()),
-        };
         let text = match &self.host_client {
             Some(_) => self
                 .sb
@@ -579,20 +555,19 @@ impl<'s> Tmux<'s> {
                 .map(|p| p.to_string_lossy().into_owned()),
             None => Ok(SESSION_TEXT.to_string()),
         };
-        let stop = if self.hosting.is_some() {
-            "tm kill-server 2>/dev/null\n"
-        } else {
-            ""
-        };
         let r = text.and_then(|text| {
             self.client(
                 &format!(
-                    "tm capture-pane -p -J -t {SESSION} -S - > {} 2>/dev/null\n{stop}",
+                    "tm capture-pane -p -J -t {SESSION} -S - > {} 2>/dev/null\ntm kill-server 2>/dev/null\n",
                     q(&text)
                 ),
                 Duration::from_secs(30),
             )
         });
+        // The hosting exec also ends by itself once this file appears: a client cannot stop a
+        // server whose socket the agent removed. (Only now: it must not stop the server while
+        // the scrollback is being saved.)
+        let flagged = self.sb.put(&format!("{DIR}/closing"), b"", 0o644);
         if let Some(h) = self.hosting.take() {
             match h.join() {
                 Ok(Ok(_)) => {}
