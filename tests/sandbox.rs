@@ -335,6 +335,18 @@ fn select_picks_the_lightest_safe_enough_backend() {
         assert_eq!(s.backend, BackendKind::Jail);
         assert_eq!(s.skipped[0].0, "process");
     }
+    if container_ready() {
+        let s = select(Level::Container).unwrap();
+        assert_eq!(s.backend, BackendKind::Container);
+        let passed: Vec<&str> = s.skipped.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(passed, ["process", "jail"], "{s:?}");
+        assert!(
+            s.skipped[0]
+                .1
+                .contains("process isolation is below the container"),
+            "{s:?}"
+        );
+    }
     let e = select(Level::Microvm).unwrap_err().to_string();
     assert!(
         e.contains("microvm") && e.contains("nenyax sandboxes"),

@@ -66,7 +66,11 @@ pub fn default_image() -> String {
 /// present (a present image is remembered; a missing one is asked again, since it may be made
 /// meanwhile).
 pub(super) fn ready() -> std::result::Result<(), String> {
-    let engine = Engine::detect().map_err(|e| e.to_string())?;
+    let engine = Engine::detect().map_err(|e| match e {
+        // The caller adds its own `sandbox:` context.
+        Error::Sandbox(why) => why,
+        other => other.to_string(),
+    })?;
     static SEEN: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
     let seen = SEEN.get_or_init(|| Mutex::new(Vec::new()));
     let image = default_image();
