@@ -605,7 +605,11 @@ fn host_client(sb: &Sandbox) -> HostClient {
         run_as: nix::unistd::geteuid()
             .is_root()
             .then_some((crate::sandbox::SANDBOX_UID, crate::sandbox::SANDBOX_UID)),
-        home: sb.host_dir().join("tmp"),
+        // Only the process backend has clients on the host, and it always has a host directory.
+        home: sb
+            .host_dir()
+            .map(|d| d.join("tmp"))
+            .unwrap_or_else(|| PathBuf::from("/tmp")),
     }
 }
 
