@@ -545,3 +545,23 @@ fn put_dir_refuses_a_fifo_instead_of_hanging() {
         "{e}"
     );
 }
+
+/// The first two commands of a fresh jail lay out its root at the same time; neither may fail
+/// on the other's half-made layout (they did: "could not symlink: File exists").
+#[test]
+fn first_commands_of_a_jail_may_run_at_once() {
+    if BackendKind::Jail.ready().is_err() {
+        eprintln!("SKIPPED: the jail cannot run here");
+        return;
+    }
+    for _ in 0..8 {
+        let sb = Sandbox::new(BackendKind::Jail).unwrap();
+        std::thread::scope(|s| {
+            let runs: Vec<_> = (0..3).map(|_| s.spawn(|| sb.sh("true"))).collect();
+            for r in runs {
+                let r = r.join().unwrap().unwrap();
+                assert!(r.ok(), "{r:?}");
+            }
+        });
+    }
+}
