@@ -486,14 +486,28 @@ impl Container {
                  or mkdir)"
             )));
         }
-        // The engine's own failures (it could not exec at all) are errors, not results.
-        let engine_failed = match code {
+        // The engine's own failures (it could not exec at all, or the container went away) are
+        // errors, not results. Podman says `Error: ...` (exit 125-127 or 255), Docker `Error
+        // response from daemon: ...` (exit 1 or 126-127); a command may print the same, so a
+        // container that still runs makes it a result unless the code is the engine's own 125.
+        let engine_said =
+            stderr.starts_with("Error:") || stderr.starts_with("Error response from daemon:");
+        let suspect = match code {
             Some(125) | None => true,
-            Some(126) | Some(127) | Some(255) => stderr.starts_with("Error:"),
+            Some(1) | Some(126) | Some(127) | Some(255) => engine_said,
             _ => false,
         };
-        if engine_failed && !timed_out {
-            return Err(self.failed("run a command", e.as_slice()));
+        if suspect && !timed_out {
+            if !self.running() {
+                return Err(self.gone());
+            }
+            if code == Some(125) || code.is_none() {
+                return Err(Error::Sandbox(format!(
+                    "container sandbox: could not run a command in `{}`: {}",
+                    self.name,
+                    stderr.trim()
+                )));
+            }
         }
         let (exit_code, signal) = match code {
             // The engine reports a command that died of signal N as 128 + N, as a shell does.
