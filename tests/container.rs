@@ -395,6 +395,39 @@ fn exit_codes_signals_and_environment() {
     assert!(e.contains("`A=B`"), "{e}");
 }
 
+/// The sandbox user's commands enter the container from the host; root's go through the
+/// engine. Both end up in the container's cgroups (so its memory and PID limits hold) and
+/// namespaces, with no new privileges for the sandbox user.
+#[test]
+fn direct_and_engine_commands_are_in_the_same_container() {
+    if !container_ready() {
+        return;
+    }
+    let probe = "for c in memory pids; do [ \"$(grep \":$c:\" /proc/self/cgroup)\" = \"$(grep \":$c:\" /proc/1/cgroup)\" ] && echo same-$c; done; readlink /proc/self/ns/pid /proc/1/ns/pid | uniq | wc -l; hostname; id -u; grep NoNewPrivs /proc/self/status";
+    for root in [false, true] {
+        let mut cfg = config();
+        cfg.root = root;
+        let sb = Sandbox::create(cfg).unwrap();
+        let r = sb.sh(probe).unwrap();
+        let uid = if root { "0" } else { "65534" };
+        let nnp = if root { "" } else { "NoNewPrivs:\t1\n" };
+        assert!(
+            r.stdout
+                .starts_with(&format!("same-memory\nsame-pids\n1\nnenyax\n{uid}\n")),
+            "root={root}: {r:?}"
+        );
+        assert!(r.stdout.ends_with(nnp), "root={root}: {r:?}");
+        let t0 = Instant::now();
+        for _ in 0..5 {
+            assert!(sb.exec(&Exec::argv(["true"])).unwrap().ok());
+        }
+        eprintln!(
+            "root={root}: {:.1} ms a command",
+            t0.elapsed().as_secs_f64() * 200.0
+        );
+    }
+}
+
 /// Without network a container has no URL; with it, its address serves what listens inside.
 #[test]
 fn url_needs_network() {

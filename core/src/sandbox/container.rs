@@ -18,6 +18,7 @@
 
 use std::collections::VecDeque;
 use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -43,7 +44,7 @@ const NOBODY: &str = "65534:65534";
 const READY: &str = "/run/.nenyax-ready";
 
 /// Waits (up to 10 s) for [`READY`]; every in-container script starts with it.
-const WAIT: &str = "[ -e /run/.nenyax-ready ] || { i=0; while [ ! -e /run/.nenyax-ready ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done; }\n";
+const WAIT: &str = "[ -e /run/.nenyax-ready ] || { i=0; while [ ! -e /run/.nenyax-ready ] && [ $i -lt 5000 ]; do sleep 0.002; i=$((i+1)); done; }\n";
 
 /// What the wrapper prints and exits with when the working directory is missing.
 const NO_CWD: &str = "nenyax-no-such-cwd";
@@ -137,6 +138,8 @@ pub(super) struct Container {
     next_exec: AtomicU64,
     /// Set once it was destroyed (or handed to the reaper).
     done: AtomicBool,
+    /// The host pid of the container's init, when visible from here.
+    init: OnceLock<Option<i32>>,
 }
 
 static NEXT_IMAGE: AtomicU64 = AtomicU64::new(0);
@@ -263,6 +266,7 @@ impl Container {
             generation: AtomicU64::new(0),
             next_exec: AtomicU64::new(0),
             done: AtomicBool::new(false),
+            init: OnceLock::new(),
         })
     }
 
@@ -392,13 +396,6 @@ impl Container {
         }
         script += "if [ \"$1\" = --nenyax-shell ]; then if command -v bash >/dev/null 2>&1; then exec bash -c \"$2\"; fi; exec sh -c \"$2\"; fi\nexec \"$@\"\n";
         let home = if config.root { "/root" } else { "/tmp" };
-        let mut c = self.engine.command();
-        c.arg("exec");
-        if exec.stdin.is_some() {
-            c.arg("-i");
-            c.stdin(Stdio::piped());
-        }
-        c.args(["--user", self.user]);
         let mut env: Vec<(String, String)> = vec![
             ("HOME".into(), home.into()),
             ("TMPDIR".into(), "/tmp".into()),
@@ -416,21 +413,73 @@ impl Container {
         }
         // Last, so that no configured variable can take the marker away.
         env.push(("NENYAX_EXEC".into(), marker.clone()));
-        for (k, v) in &env {
-            c.arg("-e").arg(format!("{k}={v}"));
-        }
-        c.args([&self.name, "/bin/sh", "-c"])
-            .arg(format!("{WAIT}{script}"))
-            .arg("nenyax")
-            .arg(&cwd)
-            .args(&tail);
+        let script = format!("{WAIT}{script}");
+        // The sandbox user's commands enter the container's namespaces and cgroups straight
+        // from here (milliseconds) when its init is visible; root's go through the engine,
+        // which also applies its capability set and seccomp filter.
+        let direct = if config.root || !direct_allowed() {
+            None
+        } else {
+            self.direct()
+        };
         let t0 = Instant::now();
-        let mut child = c.spawn().map_err(|e| {
-            Error::io(
-                format!("container: could not run {}", self.engine.kind().name()),
-                e,
-            )
-        })?;
+        let mut child = match &direct {
+            Some(d) => {
+                let mut c = Command::new("/bin/sh");
+                c.args(["-c", &script, "nenyax", &cwd])
+                    .args(&tail)
+                    .env_clear()
+                    .envs(d.env.iter().map(|(k, v)| (k, v)))
+                    .envs(env.iter().map(|(k, v)| (k, v)))
+                    .stdin(if exec.stdin.is_some() {
+                        Stdio::piped()
+                    } else {
+                        Stdio::null()
+                    })
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped());
+                let plan = d.plan();
+                // SAFETY: enter() only makes system calls on descriptors opened beforehand.
+                unsafe {
+                    c.pre_exec(move || enter(&plan));
+                }
+                match c.spawn() {
+                    Ok(child) => child,
+                    Err(e) => {
+                        if !self.running() {
+                            return Err(self.gone());
+                        }
+                        return Err(Error::io(
+                            format!("container: could not enter container `{}`", self.name),
+                            e,
+                        ));
+                    }
+                }
+            }
+            None => {
+                let mut c = self.engine.command();
+                c.arg("exec");
+                if exec.stdin.is_some() {
+                    c.arg("-i");
+                    c.stdin(Stdio::piped());
+                }
+                c.args(["--user", self.user]);
+                for (k, v) in &env {
+                    c.arg("-e").arg(format!("{k}={v}"));
+                }
+                c.args([&self.name, "/bin/sh", "-c"])
+                    .arg(&script)
+                    .arg("nenyax")
+                    .arg(&cwd)
+                    .args(&tail);
+                c.spawn().map_err(|e| {
+                    Error::io(
+                        format!("container: could not run {}", self.engine.kind().name()),
+                        e,
+                    )
+                })?
+            }
+        };
         let rx = capture(&mut child, l.output_bytes);
         if let Some(mut stdin) = child.stdin.take() {
             let data = exec.stdin.clone().unwrap_or_default();
@@ -492,11 +541,12 @@ impl Container {
         // container that still runs makes it a result unless the code is the engine's own 125.
         let engine_said =
             stderr.starts_with("Error:") || stderr.starts_with("Error response from daemon:");
-        let suspect = match code {
-            Some(125) | None => true,
-            Some(1) | Some(126) | Some(127) | Some(255) => engine_said,
-            _ => false,
-        };
+        let suspect = direct.is_none()
+            && match code {
+                Some(125) | None => true,
+                Some(1) | Some(126) | Some(127) | Some(255) => engine_said,
+                _ => false,
+            };
         if suspect && !timed_out {
             if !self.running() {
                 return Err(self.gone());
@@ -509,11 +559,13 @@ impl Container {
                 )));
             }
         }
-        let (exit_code, signal) = match code {
+        let (exit_code, signal) = match (code, &direct) {
+            // Entered directly, the status is the command's own.
+            (_, Some(_)) => (code, std::os::unix::process::ExitStatusExt::signal(&status)),
             // The engine reports a command that died of signal N as 128 + N, as a shell does.
-            Some(c) if (129..=128 + 64).contains(&c) => (None, Some(c - 128)),
-            Some(c) => (Some(c), None),
-            None => (None, Some(libc::SIGKILL)),
+            (Some(c), None) if (129..=128 + 64).contains(&c) => (None, Some(c - 128)),
+            (Some(c), None) => (Some(c), None),
+            (None, None) => (None, Some(libc::SIGKILL)),
         };
         if signal == Some(libc::SIGKILL) && !timed_out && !self.running() {
             return Err(self.gone());
@@ -537,6 +589,58 @@ impl Container {
             duration_s: t0.elapsed().as_secs_f64(),
             killed,
         })
+    }
+
+    /// What entering the container directly needs, when its init is visible here and every
+    /// namespace and cgroup of it can be opened; `None` sends the command through the engine.
+    fn direct(&self) -> Option<Direct> {
+        let pid = *self.init.get_or_init(|| find_init(&self.name));
+        let pid = pid?;
+        let mut ns = Vec::new();
+        for name in ["ipc", "uts", "net", "cgroup", "pid", "mnt"] {
+            let theirs = std::fs::metadata(format!("/proc/{pid}/ns/{name}")).ok()?;
+            let ours = std::fs::metadata(format!("/proc/self/ns/{name}")).ok()?;
+            if std::os::unix::fs::MetadataExt::ino(&theirs)
+                == std::os::unix::fs::MetadataExt::ino(&ours)
+            {
+                continue;
+            }
+            ns.push(std::fs::File::open(format!("/proc/{pid}/ns/{name}")).ok()?);
+        }
+        let mut cgroups = Vec::new();
+        let list = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+        for line in list.lines() {
+            let mut f = line.splitn(3, ':');
+            let (_, ctrl, path) = (f.next()?, f.next()?, f.next()?);
+            let dir = match ctrl {
+                "" if std::path::Path::new("/sys/fs/cgroup/unified").is_dir() => {
+                    "unified".to_string()
+                }
+                "" => String::new(),
+                c => c.trim_start_matches("name=").to_string(),
+            };
+            let procs = std::path::Path::new("/sys/fs/cgroup")
+                .join(dir)
+                .join(path.trim_start_matches('/'))
+                .join("cgroup.procs");
+            // A limit the command would not be under is no shortcut: use the engine.
+            cgroups.push(std::fs::OpenOptions::new().write(true).open(procs).ok()?);
+        }
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+        let needle = format!("NENYAX_CONTAINER={}", self.name);
+        // The pid may have been reused since it was found: then it is not ours.
+        if !environ.split(|b| *b == 0).any(|e| e == needle.as_bytes()) {
+            return None;
+        }
+        let env = environ
+            .split(|b| *b == 0)
+            .filter_map(|e| {
+                let e = String::from_utf8_lossy(e);
+                let (k, v) = e.split_once('=')?;
+                Some((k.to_string(), v.to_string()))
+            })
+            .collect();
+        Some(Direct { ns, cgroups, env })
     }
 
     /// Kill a command's processes from inside the container, for engines whose processes the
@@ -826,6 +930,133 @@ impl Container {
 impl Drop for Container {
     fn drop(&mut self) {
         self.destroy();
+    }
+}
+
+/// Whether commands may enter containers directly (`NENYAX_CONTAINER_EXEC=engine` sends every
+/// command through the engine, for comparison or where entering is unwanted).
+fn direct_allowed() -> bool {
+    std::env::var("NENYAX_CONTAINER_EXEC").as_deref() != Ok("engine")
+}
+
+/// The host pid of the init of the container named `name`: the process carrying its marker
+/// that is PID 1 of its own PID namespace.
+fn find_init(name: &str) -> Option<i32> {
+    let needle = format!("NENYAX_CONTAINER={name}\0");
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(e.path().join("environ")) else {
+            continue;
+        };
+        if !env.windows(needle.len()).any(|w| w == needle.as_bytes()) {
+            continue;
+        }
+        let status = std::fs::read_to_string(e.path().join("status")).unwrap_or_default();
+        let ns_pid = status
+            .lines()
+            .find(|l| l.starts_with("NSpid:"))
+            .and_then(|l| l.split_whitespace().last());
+        if ns_pid == Some("1") {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+/// The container's namespaces and cgroups, opened, and its init's environment (the image's
+/// `ENV` and the engine's variables).
+struct Direct {
+    ns: Vec<std::fs::File>,
+    cgroups: Vec<std::fs::File>,
+    env: Vec<(String, String)>,
+}
+
+/// The raw descriptors [`enter`] uses in the child (the files stay open in the parent until
+/// the spawn returned).
+struct Plan {
+    ns: Vec<i32>,
+    cgroups: Vec<i32>,
+}
+
+impl Direct {
+    fn plan(&self) -> Plan {
+        use std::os::fd::AsRawFd;
+        Plan {
+            ns: self.ns.iter().map(|f| f.as_raw_fd()).collect(),
+            cgroups: self.cgroups.iter().map(|f| f.as_raw_fd()).collect(),
+        }
+    }
+}
+
+/// In the spawned child: join the container's cgroups and namespaces, fork once more so the
+/// command is in its PID namespace, and become the sandbox user with `no_new_privs`; the
+/// intermediate process waits and ends the way the command ended. Only system calls.
+fn enter(plan: &Plan) -> std::io::Result<()> {
+    let err = std::io::Error::last_os_error;
+    for fd in &plan.cgroups {
+        // SAFETY: writing a constant to a descriptor opened for it.
+        if unsafe { libc::write(*fd, b"0".as_ptr().cast(), 1) } != 1 {
+            return Err(err());
+        }
+    }
+    for fd in &plan.ns {
+        // SAFETY: setns on a namespace descriptor; joining the mount namespace last also moves
+        // the root and working directory into the container's.
+        if unsafe { libc::setns(*fd, 0) } != 0 {
+            return Err(err());
+        }
+    }
+    // SAFETY: the child is single-threaded; both sides only make system calls.
+    match unsafe { libc::fork() } {
+        -1 => Err(err()),
+        0 => {
+            for fd in plan.ns.iter().chain(&plan.cgroups) {
+                // SAFETY: closing descriptors this process no longer needs.
+                unsafe { libc::close(*fd) };
+            }
+            // SAFETY: dropping groups and ids to the sandbox user, then forbidding new
+            // privileges (setuid programs in the image raise nothing).
+            unsafe {
+                if libc::setgroups(0, std::ptr::null()) != 0
+                    || libc::setgid(65534) != 0
+                    || libc::setuid(65534) != 0
+                    || libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                {
+                    return Err(err());
+                }
+            }
+            Ok(())
+        }
+        child => {
+            // Every descriptor past stdio goes, the spawn's exec-error pipe first among them:
+            // held open here, it would make the spawn wait until the command ended.
+            // SAFETY: close_range is a plain system call that only closes descriptors.
+            unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) };
+            let mut status = 0;
+            loop {
+                // SAFETY: waiting for our own child.
+                let r = unsafe { libc::waitpid(child, &mut status, 0) };
+                if r == child || (r == -1 && err().raw_os_error() != Some(libc::EINTR)) {
+                    break;
+                }
+            }
+            // SAFETY: ending this intermediate process as the command ended.
+            unsafe {
+                if libc::WIFSIGNALED(status) {
+                    let sig = libc::WTERMSIG(status);
+                    libc::signal(sig, libc::SIG_DFL);
+                    libc::raise(sig);
+                    libc::_exit(128 + sig);
+                }
+                libc::_exit(if libc::WIFEXITED(status) {
+                    libc::WEXITSTATUS(status)
+                } else {
+                    127
+                })
+            }
+        }
     }
 }
 
