@@ -277,7 +277,37 @@ impl Container {
 
     /// A command for the engine: `exec` into this container as `user`, running `script` with
     /// `/bin/sh -c` after the readiness wait, with `args` as `$1...`.
-    fn sh(&self, user: &str, stdin: bool, script: &str, args: &[&str]) -> Command {
+    /// The second value holds the descriptors a direct command enters by: keep it until the
+    /// command was spawned.
+    fn sh(
+        &self,
+        user: &str,
+        stdin: bool,
+        script: &str,
+        args: &[&str],
+    ) -> (Command, Option<Direct>) {
+        // nenyax's own file helpers run as the container's root with only the capabilities
+        // that file work needs, entered directly when that is possible.
+        if user == "0:0" && direct_allowed() {
+            if let Some(d) = self.direct() {
+                let mut c = Command::new("/bin/sh");
+                c.arg("-c")
+                    .arg(format!("{WAIT}{script}"))
+                    .arg("nenyax")
+                    .args(args)
+                    .env_clear()
+                    .envs(d.env.iter().map(|(k, v)| (k, v)))
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped());
+                let plan = d.plan(Some(FILE_CAPS & d.bounding));
+                // SAFETY: enter() only makes system calls on descriptors opened beforehand.
+                unsafe {
+                    c.pre_exec(move || enter(&plan));
+                }
+                return (c, Some(d));
+            }
+        }
         let mut c = self.engine.command();
         c.arg("exec");
         if stdin {
@@ -287,7 +317,7 @@ impl Container {
             .arg(format!("{WAIT}{script}"))
             .arg("nenyax")
             .args(args);
-        c
+        (c, None)
     }
 
     /// Run a helper script as root and return its stdout; a failure quotes its stderr.
@@ -298,7 +328,7 @@ impl Container {
         args: &[&str],
         stdin: Option<&[u8]>,
     ) -> Result<Vec<u8>> {
-        let mut c = self.sh("0:0", stdin.is_some(), script, args);
+        let (mut c, _entered) = self.sh("0:0", stdin.is_some(), script, args);
         if stdin.is_some() {
             c.stdin(Stdio::piped());
         }
@@ -438,7 +468,7 @@ impl Container {
                     })
                     .stdout(Stdio::piped())
                     .stderr(Stdio::piped());
-                let plan = d.plan();
+                let plan = d.plan(None);
                 // SAFETY: enter() only makes system calls on descriptors opened beforehand.
                 unsafe {
                     c.pre_exec(move || enter(&plan));
@@ -640,14 +670,25 @@ impl Container {
                 Some((k.to_string(), v.to_string()))
             })
             .collect();
-        Some(Direct { ns, cgroups, env })
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let bounding = status
+            .lines()
+            .find_map(|l| l.strip_prefix("CapBnd:"))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())?;
+        Some(Direct {
+            ns,
+            cgroups,
+            env,
+            bounding,
+        })
     }
 
     /// Kill a command's processes from inside the container, for engines whose processes the
     /// host cannot see.
     fn kill_inside(&self, marker: &str) {
         let script = "for p in /proc/[0-9]*; do if tr '\\0' '\\n' < $p/environ 2>/dev/null | grep -qx \"NENYAX_EXEC=$1\"; then kill -9 ${p#/proc/} 2>/dev/null; fi; done";
-        let _ = self.sh("0:0", false, script, &[marker]).output();
+        let (mut c, _entered) = self.sh("0:0", false, script, &[marker]);
+        let _ = c.output();
     }
 
     /// Write a file (parents made), owned by the sandbox user.
@@ -710,7 +751,7 @@ impl Container {
             "d=$1; shift; mkdir -p -- \"$d\" && tar -x -o -p -f - -C \"$d\" && cd -- \"$d\" && chown -R {} -- \"$@\"",
             self.user
         );
-        let mut c = self.sh("0:0", true, &script, &names_args);
+        let (mut c, _entered) = self.sh("0:0", true, &script, &names_args);
         c.stdin(stream);
         let out = c.output().map_err(|e| {
             Error::io(
@@ -841,7 +882,8 @@ impl Container {
                 .collect();
             let mut args: Vec<&str> = vec![];
             args.extend(rel.iter().map(String::as_str));
-            let mut from = self.sh("0:0", false, "cd / && exec tar -cf - -- \"$@\"", &args);
+            let (mut from, _from_entered) =
+                self.sh("0:0", false, "cd / && exec tar -cf - -- \"$@\"", &args);
             from.stdout(Stdio::piped());
             let mut from = from
                 .spawn()
@@ -851,7 +893,7 @@ impl Container {
                 .take()
                 .map(Stdio::from)
                 .unwrap_or_else(Stdio::null);
-            let mut to = child.sh("0:0", true, "exec tar -x -p -f - -C /", &[]);
+            let (mut to, _to_entered) = child.sh("0:0", true, "exec tar -x -p -f - -C /", &[]);
             to.stdin(stream);
             let out = to
                 .output()
@@ -967,25 +1009,36 @@ fn find_init(name: &str) -> Option<i32> {
 
 /// The container's namespaces and cgroups, opened, and its init's environment (the image's
 /// `ENV` and the engine's variables).
+#[derive(Debug)]
 struct Direct {
     ns: Vec<std::fs::File>,
     cgroups: Vec<std::fs::File>,
     env: Vec<(String, String)>,
+    /// The init's capability bounding set (the engine's capabilities for the container).
+    bounding: u64,
 }
+
+/// What nenyax's file helpers keep as root: chown, reading and writing any file, setting modes
+/// (CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER, CAP_FSETID), within what the
+/// engine gave the container.
+const FILE_CAPS: u64 = 0b1_1111;
 
 /// The raw descriptors [`enter`] uses in the child (the files stay open in the parent until
 /// the spawn returned).
 struct Plan {
     ns: Vec<i32>,
     cgroups: Vec<i32>,
+    /// `None`: the sandbox user; `Some(mask)`: root with only these capabilities.
+    root_caps: Option<u64>,
 }
 
 impl Direct {
-    fn plan(&self) -> Plan {
+    fn plan(&self, root_caps: Option<u64>) -> Plan {
         use std::os::fd::AsRawFd;
         Plan {
             ns: self.ns.iter().map(|f| f.as_raw_fd()).collect(),
             cgroups: self.cgroups.iter().map(|f| f.as_raw_fd()).collect(),
+            root_caps,
         }
     }
 }
@@ -1015,6 +1068,25 @@ fn enter(plan: &Plan) -> std::io::Result<()> {
             for fd in plan.ns.iter().chain(&plan.cgroups) {
                 // SAFETY: closing descriptors this process no longer needs.
                 unsafe { libc::close(*fd) };
+            }
+            if let Some(mask) = plan.root_caps {
+                // Root keeps uid 0, and at exec its capabilities become the bounding set: drop
+                // every one outside the mask (those past the kernel's last are refused: fine).
+                for cap in 0..64 {
+                    if mask & (1u64 << cap) == 0 {
+                        // SAFETY: prctl with constant arguments.
+                        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
+                    }
+                }
+                // SAFETY: as above.
+                unsafe {
+                    if libc::setgroups(0, std::ptr::null()) != 0
+                        || libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                    {
+                        return Err(err());
+                    }
+                }
+                return Ok(());
             }
             // SAFETY: dropping groups and ids to the sandbox user, then forbidding new
             // privileges (setuid programs in the image raise nothing).
