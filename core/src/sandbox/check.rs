@@ -730,6 +730,7 @@ pub fn promises(kind: BackendKind) -> Vec<(&'static str, Probe)> {
             ("read_only_root", read_only_root),
             ("private_dirs", container_private_dirs),
             ("no_host_paths", no_host_paths),
+            ("own_hostname", own_hostname_and_ipc),
             ("cleanup_after_kill", cleanup_after_kill),
             ("fork_isolation", fork_isolation),
         ];
