@@ -474,3 +474,33 @@ fn url_needs_network() {
     });
     assert!(body.ends_with("from-container"), "{body}");
 }
+
+/// A command that meets the memory limit is killed (the cgroup's OOM killer: SIGKILL), through
+/// the engine (root) and entered directly alike, and the engine's conmon leaves no `oom` file
+/// in the caller's working directory.
+#[test]
+fn a_memory_hog_is_killed_and_leaves_no_oom_file_here() {
+    if !container_ready() {
+        return;
+    }
+    let here = std::path::Path::new("oom");
+    let was_there = here.exists();
+    for root in [false, true] {
+        let mut cfg = config();
+        cfg.root = root;
+        cfg.limits.memory_bytes = Some(64 << 20);
+        let sb = Sandbox::create(cfg).unwrap();
+        // tail keeps the whole line without end in memory until the OOM killer ends it.
+        let r = sb
+            .sh("head -c 300000000 /dev/zero | tail -n 1 | wc -c; echo ${PIPESTATUS[1]}")
+            .unwrap();
+        assert_eq!(r.stdout, "0\n137\n", "root={root}: {r:?}");
+        assert_eq!(sb.sh("echo alive").unwrap().stdout, "alive\n");
+    }
+    if !was_there {
+        assert!(
+            !here.exists(),
+            "an oom file appeared in the working directory"
+        );
+    }
+}
