@@ -213,7 +213,7 @@ typedef struct nenyax_reply_t nenyax_reply_t;
 // A thread pool for batches of rollouts.
 typedef struct nenyax_runner_t nenyax_runner_t;
 
-// A sandbox (process or jail backend). Not thread-safe for concurrent writes of the same
+// A sandbox (process, jail or container backend). Not thread-safe for concurrent writes of the same
 // paths; commands may run from one thread at a time per handle.
 typedef struct nenyax_sandbox_t nenyax_sandbox_t;
 
@@ -908,9 +908,10 @@ struct nenyax_error_t *nenyax_config_load(const char *path,
                                           size_t overrides_len,
                                           struct nenyax_string_t *out);
 
-// Create a sandbox. Options (may be NULL): {"backend": "process"|"jail" (default process),
-// "cpu_s", "memory_bytes", "open_files", "processes", "file_size_bytes", "wall_s",
-// "output_bytes", "network", "workdir", "root", "env": {..}, "extra_dirs": [..]}.
+// Create a sandbox. Options (may be NULL): {"backend": "process"|"jail"|"container" (default
+// process), "cpu_s", "memory_bytes", "open_files", "processes", "file_size_bytes", "wall_s",
+// "output_bytes", "network", "workdir", "root", "env": {..}, "extra_dirs": [..], "image",
+// "read_only_root" (the last two for a container)}.
 struct nenyax_error_t *nenyax_sandbox_new(const char *options_json,
                                           size_t options_len,
                                           struct nenyax_sandbox_t **out);

@@ -395,6 +395,39 @@ fn exit_codes_signals_and_environment() {
     assert!(e.contains("`A=B`"), "{e}");
 }
 
+/// The sandbox user's commands enter the container from the host; root's go through the
+/// engine. Both end up in the container's cgroups (so its memory and PID limits hold) and
+/// namespaces, with no new privileges for the sandbox user.
+#[test]
+fn direct_and_engine_commands_are_in_the_same_container() {
+    if !container_ready() {
+        return;
+    }
+    let probe = "for c in memory pids; do [ \"$(grep \":$c:\" /proc/self/cgroup)\" = \"$(grep \":$c:\" /proc/1/cgroup)\" ] && echo same-$c; done; readlink /proc/self/ns/pid /proc/1/ns/pid | uniq | wc -l; hostname; id -u; grep NoNewPrivs /proc/self/status";
+    for root in [false, true] {
+        let mut cfg = config();
+        cfg.root = root;
+        let sb = Sandbox::create(cfg).unwrap();
+        let r = sb.sh(probe).unwrap();
+        let uid = if root { "0" } else { "65534" };
+        let nnp = if root { "" } else { "NoNewPrivs:\t1\n" };
+        assert!(
+            r.stdout
+                .starts_with(&format!("same-memory\nsame-pids\n1\nnenyax\n{uid}\n")),
+            "root={root}: {r:?}"
+        );
+        assert!(r.stdout.ends_with(nnp), "root={root}: {r:?}");
+        let t0 = Instant::now();
+        for _ in 0..5 {
+            assert!(sb.exec(&Exec::argv(["true"])).unwrap().ok());
+        }
+        eprintln!(
+            "root={root}: {:.1} ms a command",
+            t0.elapsed().as_secs_f64() * 200.0
+        );
+    }
+}
+
 /// Without network a container has no URL; with it, its address serves what listens inside.
 #[test]
 fn url_needs_network() {
@@ -440,4 +473,34 @@ fn url_needs_network() {
         body
     });
     assert!(body.ends_with("from-container"), "{body}");
+}
+
+/// A command that meets the memory limit is killed (the cgroup's OOM killer: SIGKILL), through
+/// the engine (root) and entered directly alike, and the engine's conmon leaves no `oom` file
+/// in the caller's working directory.
+#[test]
+fn a_memory_hog_is_killed_and_leaves_no_oom_file_here() {
+    if !container_ready() {
+        return;
+    }
+    let here = std::path::Path::new("oom");
+    let was_there = here.exists();
+    for root in [false, true] {
+        let mut cfg = config();
+        cfg.root = root;
+        cfg.limits.memory_bytes = Some(64 << 20);
+        let sb = Sandbox::create(cfg).unwrap();
+        // tail keeps the whole line without end in memory until the OOM killer ends it.
+        let r = sb
+            .sh("head -c 300000000 /dev/zero | tail -n 1 | wc -c; echo ${PIPESTATUS[1]}")
+            .unwrap();
+        assert_eq!(r.stdout, "0\n137\n", "root={root}: {r:?}");
+        assert_eq!(sb.sh("echo alive").unwrap().stdout, "alive\n");
+    }
+    if !was_there {
+        assert!(
+            !here.exists(),
+            "an oom file appeared in the working directory"
+        );
+    }
 }

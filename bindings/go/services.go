@@ -22,7 +22,7 @@ func newSandbox(p *C.nenyax_sandbox_t) *Sandbox {
 	return &Sandbox{h: newHandle("Sandbox", p, func(p *C.nenyax_sandbox_t) { C.nenyax_sandbox_free(p) })}
 }
 
-// NewSandbox creates a sandbox. optionsJSON ("" for the defaults): {"backend": "process"|"jail",
+// NewSandbox creates a sandbox. optionsJSON ("" for the defaults): {"backend": "process"|"jail"|"container",
 // "cpu_s", "memory_bytes", "open_files", "processes", "file_size_bytes", "wall_s",
 // "output_bytes", "network", "workdir", "root", "env": {..}, "extra_dirs": [..]}.
 func NewSandbox(optionsJSON string) (*Sandbox, error) {

@@ -10,7 +10,7 @@ use crate::args::{
 };
 use crate::error::{boundary, invalid, nenyax_error_t, out_param, quietly, FfiResult};
 
-/// A sandbox (process or jail backend). Not thread-safe for concurrent writes of the same
+/// A sandbox (process, jail or container backend). Not thread-safe for concurrent writes of the same
 /// paths; commands may run from one thread at a time per handle.
 pub struct nenyax_sandbox_t {
     sb: Sandbox,
@@ -22,9 +22,10 @@ unsafe fn sandbox_ref<'a>(sb: *const nenyax_sandbox_t) -> FfiResult<&'a Sandbox>
         .ok_or_else(|| invalid("sandbox is NULL".into()))
 }
 
-/// Create a sandbox. Options (may be NULL): {"backend": "process"|"jail" (default process),
-/// "cpu_s", "memory_bytes", "open_files", "processes", "file_size_bytes", "wall_s",
-/// "output_bytes", "network", "workdir", "root", "env": {..}, "extra_dirs": [..]}.
+/// Create a sandbox. Options (may be NULL): {"backend": "process"|"jail"|"container" (default
+/// process), "cpu_s", "memory_bytes", "open_files", "processes", "file_size_bytes", "wall_s",
+/// "output_bytes", "network", "workdir", "root", "env": {..}, "extra_dirs": [..], "image",
+/// "read_only_root" (the last two for a container)}.
 #[no_mangle]
 pub unsafe extern "C" fn nenyax_sandbox_new(
     options_json: *const c_char,

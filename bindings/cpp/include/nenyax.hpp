@@ -664,7 +664,7 @@ class Runner {
 // thread at a time per sandbox.
 class Sandbox {
  public:
-  // Options (JSON, may be empty): {"backend": "process"|"jail", "cpu_s", "memory_bytes",
+  // Options (JSON, may be empty): {"backend": "process"|"jail"|"container", "cpu_s", "memory_bytes",
   // "open_files", "processes", "file_size_bytes", "wall_s", "output_bytes", "network",
   // "workdir", "root", "env": {..}, "extra_dirs": [..]}.
   explicit Sandbox(std::string_view options_json = {}) {

@@ -703,7 +703,7 @@ end
 """
     Sandbox(options = "")
 
-A sandbox (options JSON: `{"backend": "process"|"jail", "cpu_s", "memory_bytes", "wall_s",
+A sandbox (options JSON: `{"backend": "process"|"jail"|"container", "cpu_s", "memory_bytes", "wall_s",
 "network", "env", ...}`); `exec`, `write_file`, `read_file`, `list_dir`, `fork`, `close`
 (named so as not to shadow `Base.get`).
 """

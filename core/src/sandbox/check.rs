@@ -581,11 +581,17 @@ fn no_host_paths(kind: BackendKind) -> Result<(bool, String)> {
     Ok((
         seen == "absent" && !init.is_empty() && init != host_init.trim(),
         format!(
-            "host file {}: {seen} inside; PID 1 is `{init}` (the host's: `{}`)",
+            "host file {}: {seen} inside; PID 1 is `{}` (the host's: `{}`)",
             marker.display(),
-            host_init.trim()
+            first_word(init),
+            first_word(&host_init)
         ),
     ))
+}
+
+/// A command line's program, for a one-line report.
+fn first_word(cmdline: &str) -> &str {
+    cmdline.split_whitespace().next().unwrap_or("")
 }
 
 /// Whether a container of this name still exists in the engine, and how many processes of it
@@ -724,6 +730,7 @@ pub fn promises(kind: BackendKind) -> Vec<(&'static str, Probe)> {
             ("read_only_root", read_only_root),
             ("private_dirs", container_private_dirs),
             ("no_host_paths", no_host_paths),
+            ("own_hostname", own_hostname_and_ipc),
             ("cleanup_after_kill", cleanup_after_kill),
             ("fork_isolation", fork_isolation),
         ];

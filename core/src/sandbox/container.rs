@@ -18,6 +18,7 @@
 
 use std::collections::VecDeque;
 use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -43,7 +44,7 @@ const NOBODY: &str = "65534:65534";
 const READY: &str = "/run/.nenyax-ready";
 
 /// Waits (up to 10 s) for [`READY`]; every in-container script starts with it.
-const WAIT: &str = "[ -e /run/.nenyax-ready ] || { i=0; while [ ! -e /run/.nenyax-ready ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done; }\n";
+const WAIT: &str = "[ -e /run/.nenyax-ready ] || { i=0; while [ ! -e /run/.nenyax-ready ] && [ $i -lt 5000 ]; do sleep 0.002; i=$((i+1)); done; }\n";
 
 /// What the wrapper prints and exits with when the working directory is missing.
 const NO_CWD: &str = "nenyax-no-such-cwd";
@@ -109,9 +110,7 @@ pub(super) struct ForkImage {
 impl Drop for ForkImage {
     fn drop(&mut self) {
         // Runs on the reaper thread after the containers using it were removed (they hold it).
-        let _ = self
-            .engine
-            .command()
+        let _ = command(&self.engine)
             .args(["image", "rm", &self.name])
             .output();
     }
@@ -137,6 +136,8 @@ pub(super) struct Container {
     next_exec: AtomicU64,
     /// Set once it was destroyed (or handed to the reaper).
     done: AtomicBool,
+    /// The host pid of the container's init, when visible from here.
+    init: OnceLock<Option<i32>>,
 }
 
 static NEXT_IMAGE: AtomicU64 = AtomicU64::new(0);
@@ -236,7 +237,7 @@ impl Container {
             "chown {owner} {owned} && chmod 1777 /tmp && : > {READY} && exec sleep 2147483647"
         );
         args.extend([image.clone(), "/bin/sh".into(), "-c".into(), init]);
-        let out = engine.command().args(&args).output().map_err(|e| {
+        let out = command(&engine).args(&args).output().map_err(|e| {
             Error::io(
                 format!("container: could not run {}", engine.kind().name()),
                 e,
@@ -263,6 +264,7 @@ impl Container {
             generation: AtomicU64::new(0),
             next_exec: AtomicU64::new(0),
             done: AtomicBool::new(false),
+            init: OnceLock::new(),
         })
     }
 
@@ -273,8 +275,38 @@ impl Container {
 
     /// A command for the engine: `exec` into this container as `user`, running `script` with
     /// `/bin/sh -c` after the readiness wait, with `args` as `$1...`.
-    fn sh(&self, user: &str, stdin: bool, script: &str, args: &[&str]) -> Command {
-        let mut c = self.engine.command();
+    /// The second value holds the descriptors a direct command enters by: keep it until the
+    /// command was spawned.
+    fn sh(
+        &self,
+        user: &str,
+        stdin: bool,
+        script: &str,
+        args: &[&str],
+    ) -> (Command, Option<Direct>) {
+        // nenyax's own file helpers run as the container's root with only the capabilities
+        // that file work needs, entered directly when that is possible.
+        if user == "0:0" && direct_allowed() {
+            if let Some(d) = self.direct() {
+                let mut c = Command::new("/bin/sh");
+                c.arg("-c")
+                    .arg(format!("{WAIT}{script}"))
+                    .arg("nenyax")
+                    .args(args)
+                    .env_clear()
+                    .envs(d.env.iter().map(|(k, v)| (k, v)))
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped());
+                let plan = d.plan(Some(FILE_CAPS & d.bounding));
+                // SAFETY: enter() only makes system calls on descriptors opened beforehand.
+                unsafe {
+                    c.pre_exec(move || enter(&plan));
+                }
+                return (c, Some(d));
+            }
+        }
+        let mut c = command(&self.engine);
         c.arg("exec");
         if stdin {
             c.arg("-i");
@@ -283,7 +315,7 @@ impl Container {
             .arg(format!("{WAIT}{script}"))
             .arg("nenyax")
             .args(args);
-        c
+        (c, None)
     }
 
     /// Run a helper script as root and return its stdout; a failure quotes its stderr.
@@ -294,7 +326,7 @@ impl Container {
         args: &[&str],
         stdin: Option<&[u8]>,
     ) -> Result<Vec<u8>> {
-        let mut c = self.sh("0:0", stdin.is_some(), script, args);
+        let (mut c, _entered) = self.sh("0:0", stdin.is_some(), script, args);
         if stdin.is_some() {
             c.stdin(Stdio::piped());
         }
@@ -345,8 +377,7 @@ impl Container {
 
     /// Whether the container still runs (one engine call; used on failures only).
     fn running(&self) -> bool {
-        self.engine
-            .command()
+        command(&self.engine)
             .args(["inspect", "--format", "{{.State.Running}}", &self.name])
             .output()
             .map(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).trim() == "true")
@@ -392,13 +423,6 @@ impl Container {
         }
         script += "if [ \"$1\" = --nenyax-shell ]; then if command -v bash >/dev/null 2>&1; then exec bash -c \"$2\"; fi; exec sh -c \"$2\"; fi\nexec \"$@\"\n";
         let home = if config.root { "/root" } else { "/tmp" };
-        let mut c = self.engine.command();
-        c.arg("exec");
-        if exec.stdin.is_some() {
-            c.arg("-i");
-            c.stdin(Stdio::piped());
-        }
-        c.args(["--user", self.user]);
         let mut env: Vec<(String, String)> = vec![
             ("HOME".into(), home.into()),
             ("TMPDIR".into(), "/tmp".into()),
@@ -416,21 +440,73 @@ impl Container {
         }
         // Last, so that no configured variable can take the marker away.
         env.push(("NENYAX_EXEC".into(), marker.clone()));
-        for (k, v) in &env {
-            c.arg("-e").arg(format!("{k}={v}"));
-        }
-        c.args([&self.name, "/bin/sh", "-c"])
-            .arg(format!("{WAIT}{script}"))
-            .arg("nenyax")
-            .arg(&cwd)
-            .args(&tail);
+        let script = format!("{WAIT}{script}");
+        // The sandbox user's commands enter the container's namespaces and cgroups straight
+        // from here (milliseconds) when its init is visible; root's go through the engine,
+        // which also applies its capability set and seccomp filter.
+        let direct = if config.root || !direct_allowed() {
+            None
+        } else {
+            self.direct()
+        };
         let t0 = Instant::now();
-        let mut child = c.spawn().map_err(|e| {
-            Error::io(
-                format!("container: could not run {}", self.engine.kind().name()),
-                e,
-            )
-        })?;
+        let mut child = match &direct {
+            Some(d) => {
+                let mut c = Command::new("/bin/sh");
+                c.args(["-c", &script, "nenyax", &cwd])
+                    .args(&tail)
+                    .env_clear()
+                    .envs(d.env.iter().map(|(k, v)| (k, v)))
+                    .envs(env.iter().map(|(k, v)| (k, v)))
+                    .stdin(if exec.stdin.is_some() {
+                        Stdio::piped()
+                    } else {
+                        Stdio::null()
+                    })
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped());
+                let plan = d.plan(None);
+                // SAFETY: enter() only makes system calls on descriptors opened beforehand.
+                unsafe {
+                    c.pre_exec(move || enter(&plan));
+                }
+                match c.spawn() {
+                    Ok(child) => child,
+                    Err(e) => {
+                        if !self.running() {
+                            return Err(self.gone());
+                        }
+                        return Err(Error::io(
+                            format!("container: could not enter container `{}`", self.name),
+                            e,
+                        ));
+                    }
+                }
+            }
+            None => {
+                let mut c = command(&self.engine);
+                c.arg("exec");
+                if exec.stdin.is_some() {
+                    c.arg("-i");
+                    c.stdin(Stdio::piped());
+                }
+                c.args(["--user", self.user]);
+                for (k, v) in &env {
+                    c.arg("-e").arg(format!("{k}={v}"));
+                }
+                c.args([&self.name, "/bin/sh", "-c"])
+                    .arg(&script)
+                    .arg("nenyax")
+                    .arg(&cwd)
+                    .args(&tail);
+                c.spawn().map_err(|e| {
+                    Error::io(
+                        format!("container: could not run {}", self.engine.kind().name()),
+                        e,
+                    )
+                })?
+            }
+        };
         let rx = capture(&mut child, l.output_bytes);
         if let Some(mut stdin) = child.stdin.take() {
             let data = exec.stdin.clone().unwrap_or_default();
@@ -486,20 +562,37 @@ impl Container {
                  or mkdir)"
             )));
         }
-        // The engine's own failures (it could not exec at all) are errors, not results.
-        let engine_failed = match code {
-            Some(125) | None => true,
-            Some(126) | Some(127) | Some(255) => stderr.starts_with("Error:"),
-            _ => false,
-        };
-        if engine_failed && !timed_out {
-            return Err(self.failed("run a command", e.as_slice()));
+        // The engine's own failures (it could not exec at all, or the container went away) are
+        // errors, not results. Podman says `Error: ...` (exit 125-127 or 255), Docker `Error
+        // response from daemon: ...` (exit 1 or 126-127); a command may print the same, so a
+        // container that still runs makes it a result unless the code is the engine's own 125.
+        let engine_said =
+            stderr.starts_with("Error:") || stderr.starts_with("Error response from daemon:");
+        let suspect = direct.is_none()
+            && match code {
+                Some(125) | None => true,
+                Some(1) | Some(126) | Some(127) | Some(255) => engine_said,
+                _ => false,
+            };
+        if suspect && !timed_out {
+            if !self.running() {
+                return Err(self.gone());
+            }
+            if code == Some(125) || code.is_none() {
+                return Err(Error::Sandbox(format!(
+                    "container sandbox: could not run a command in `{}`: {}",
+                    self.name,
+                    stderr.trim()
+                )));
+            }
         }
-        let (exit_code, signal) = match code {
+        let (exit_code, signal) = match (code, &direct) {
+            // Entered directly, the status is the command's own.
+            (_, Some(_)) => (code, std::os::unix::process::ExitStatusExt::signal(&status)),
             // The engine reports a command that died of signal N as 128 + N, as a shell does.
-            Some(c) if (129..=128 + 64).contains(&c) => (None, Some(c - 128)),
-            Some(c) => (Some(c), None),
-            None => (None, Some(libc::SIGKILL)),
+            (Some(c), None) if (129..=128 + 64).contains(&c) => (None, Some(c - 128)),
+            (Some(c), None) => (Some(c), None),
+            (None, None) => (None, Some(libc::SIGKILL)),
         };
         if signal == Some(libc::SIGKILL) && !timed_out && !self.running() {
             return Err(self.gone());
@@ -525,11 +618,74 @@ impl Container {
         })
     }
 
+    /// What entering the container directly needs, when its init is visible here and every
+    /// namespace and cgroup of it can be opened; `None` sends the command through the engine.
+    fn direct(&self) -> Option<Direct> {
+        let pid = *self.init.get_or_init(|| find_init(&self.name));
+        let pid = pid?;
+        let mut ns = Vec::new();
+        for name in ["ipc", "uts", "net", "cgroup", "pid", "mnt"] {
+            let theirs = std::fs::metadata(format!("/proc/{pid}/ns/{name}")).ok()?;
+            let ours = std::fs::metadata(format!("/proc/self/ns/{name}")).ok()?;
+            if std::os::unix::fs::MetadataExt::ino(&theirs)
+                == std::os::unix::fs::MetadataExt::ino(&ours)
+            {
+                continue;
+            }
+            ns.push(std::fs::File::open(format!("/proc/{pid}/ns/{name}")).ok()?);
+        }
+        let mut cgroups = Vec::new();
+        let list = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+        for line in list.lines() {
+            let mut f = line.splitn(3, ':');
+            let (_, ctrl, path) = (f.next()?, f.next()?, f.next()?);
+            let dir = match ctrl {
+                "" if std::path::Path::new("/sys/fs/cgroup/unified").is_dir() => {
+                    "unified".to_string()
+                }
+                "" => String::new(),
+                c => c.trim_start_matches("name=").to_string(),
+            };
+            let procs = std::path::Path::new("/sys/fs/cgroup")
+                .join(dir)
+                .join(path.trim_start_matches('/'))
+                .join("cgroup.procs");
+            // A limit the command would not be under is no shortcut: use the engine.
+            cgroups.push(std::fs::OpenOptions::new().write(true).open(procs).ok()?);
+        }
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+        let needle = format!("NENYAX_CONTAINER={}", self.name);
+        // The pid may have been reused since it was found: then it is not ours.
+        if !environ.split(|b| *b == 0).any(|e| e == needle.as_bytes()) {
+            return None;
+        }
+        let env = environ
+            .split(|b| *b == 0)
+            .filter_map(|e| {
+                let e = String::from_utf8_lossy(e);
+                let (k, v) = e.split_once('=')?;
+                Some((k.to_string(), v.to_string()))
+            })
+            .collect();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let bounding = status
+            .lines()
+            .find_map(|l| l.strip_prefix("CapBnd:"))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())?;
+        Some(Direct {
+            ns,
+            cgroups,
+            env,
+            bounding,
+        })
+    }
+
     /// Kill a command's processes from inside the container, for engines whose processes the
     /// host cannot see.
     fn kill_inside(&self, marker: &str) {
         let script = "for p in /proc/[0-9]*; do if tr '\\0' '\\n' < $p/environ 2>/dev/null | grep -qx \"NENYAX_EXEC=$1\"; then kill -9 ${p#/proc/} 2>/dev/null; fi; done";
-        let _ = self.sh("0:0", false, script, &[marker]).output();
+        let (mut c, _entered) = self.sh("0:0", false, script, &[marker]);
+        let _ = c.output();
     }
 
     /// Write a file (parents made), owned by the sandbox user.
@@ -592,7 +748,7 @@ impl Container {
             "d=$1; shift; mkdir -p -- \"$d\" && tar -x -o -p -f - -C \"$d\" && cd -- \"$d\" && chown -R {} -- \"$@\"",
             self.user
         );
-        let mut c = self.sh("0:0", true, &script, &names_args);
+        let (mut c, _entered) = self.sh("0:0", true, &script, &names_args);
         c.stdin(stream);
         let out = c.output().map_err(|e| {
             Error::io(
@@ -688,7 +844,7 @@ impl Container {
             // Podman prints the layers it copies; only the id matters.
             args.insert(1, "-q");
         }
-        let out = self.engine.command().args(&args).output().map_err(|e| {
+        let out = command(&self.engine).args(&args).output().map_err(|e| {
             Error::io(
                 format!("container: could not run {}", self.engine.kind().name()),
                 e,
@@ -723,7 +879,8 @@ impl Container {
                 .collect();
             let mut args: Vec<&str> = vec![];
             args.extend(rel.iter().map(String::as_str));
-            let mut from = self.sh("0:0", false, "cd / && exec tar -cf - -- \"$@\"", &args);
+            let (mut from, _from_entered) =
+                self.sh("0:0", false, "cd / && exec tar -cf - -- \"$@\"", &args);
             from.stdout(Stdio::piped());
             let mut from = from
                 .spawn()
@@ -733,7 +890,7 @@ impl Container {
                 .take()
                 .map(Stdio::from)
                 .unwrap_or_else(Stdio::null);
-            let mut to = child.sh("0:0", true, "exec tar -x -p -f - -C /", &[]);
+            let (mut to, _to_entered) = child.sh("0:0", true, "exec tar -x -p -f - -C /", &[]);
             to.stdin(stream);
             let out = to
                 .output()
@@ -812,6 +969,172 @@ impl Container {
 impl Drop for Container {
     fn drop(&mut self) {
         self.destroy();
+    }
+}
+
+/// An engine command run from the temporary directory: conmon writes an empty `oom` file into
+/// its working directory when a container or `exec` session meets the memory limit, which
+/// would otherwise land in the caller's.
+fn command(engine: &Engine) -> Command {
+    let mut c = engine.command();
+    c.current_dir(std::env::temp_dir());
+    c
+}
+
+/// Whether commands may enter containers directly (`NENYAX_CONTAINER_EXEC=engine` sends every
+/// command through the engine, for comparison or where entering is unwanted).
+fn direct_allowed() -> bool {
+    std::env::var("NENYAX_CONTAINER_EXEC").as_deref() != Ok("engine")
+}
+
+/// The host pid of the init of the container named `name`: the process carrying its marker
+/// that is PID 1 of its own PID namespace.
+fn find_init(name: &str) -> Option<i32> {
+    let needle = format!("NENYAX_CONTAINER={name}\0");
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(e.path().join("environ")) else {
+            continue;
+        };
+        if !env.windows(needle.len()).any(|w| w == needle.as_bytes()) {
+            continue;
+        }
+        let status = std::fs::read_to_string(e.path().join("status")).unwrap_or_default();
+        let ns_pid = status
+            .lines()
+            .find(|l| l.starts_with("NSpid:"))
+            .and_then(|l| l.split_whitespace().last());
+        if ns_pid == Some("1") {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+/// The container's namespaces and cgroups, opened, and its init's environment (the image's
+/// `ENV` and the engine's variables).
+#[derive(Debug)]
+struct Direct {
+    ns: Vec<std::fs::File>,
+    cgroups: Vec<std::fs::File>,
+    env: Vec<(String, String)>,
+    /// The init's capability bounding set (the engine's capabilities for the container).
+    bounding: u64,
+}
+
+/// What nenyax's file helpers keep as root: chown, reading and writing any file, setting modes
+/// (CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER, CAP_FSETID), within what the
+/// engine gave the container.
+const FILE_CAPS: u64 = 0b1_1111;
+
+/// The raw descriptors [`enter`] uses in the child (the files stay open in the parent until
+/// the spawn returned).
+struct Plan {
+    ns: Vec<i32>,
+    cgroups: Vec<i32>,
+    /// `None`: the sandbox user; `Some(mask)`: root with only these capabilities.
+    root_caps: Option<u64>,
+}
+
+impl Direct {
+    fn plan(&self, root_caps: Option<u64>) -> Plan {
+        use std::os::fd::AsRawFd;
+        Plan {
+            ns: self.ns.iter().map(|f| f.as_raw_fd()).collect(),
+            cgroups: self.cgroups.iter().map(|f| f.as_raw_fd()).collect(),
+            root_caps,
+        }
+    }
+}
+
+/// In the spawned child: join the container's cgroups and namespaces, fork once more so the
+/// command is in its PID namespace, and become the sandbox user with `no_new_privs`; the
+/// intermediate process waits and ends the way the command ended. Only system calls.
+fn enter(plan: &Plan) -> std::io::Result<()> {
+    let err = std::io::Error::last_os_error;
+    for fd in &plan.cgroups {
+        // SAFETY: writing a constant to a descriptor opened for it.
+        if unsafe { libc::write(*fd, b"0".as_ptr().cast(), 1) } != 1 {
+            return Err(err());
+        }
+    }
+    for fd in &plan.ns {
+        // SAFETY: setns on a namespace descriptor; joining the mount namespace last also moves
+        // the root and working directory into the container's.
+        if unsafe { libc::setns(*fd, 0) } != 0 {
+            return Err(err());
+        }
+    }
+    // SAFETY: the child is single-threaded; both sides only make system calls.
+    match unsafe { libc::fork() } {
+        -1 => Err(err()),
+        0 => {
+            for fd in plan.ns.iter().chain(&plan.cgroups) {
+                // SAFETY: closing descriptors this process no longer needs.
+                unsafe { libc::close(*fd) };
+            }
+            if let Some(mask) = plan.root_caps {
+                // Root keeps uid 0, and at exec its capabilities become the bounding set: drop
+                // every one outside the mask (those past the kernel's last are refused: fine).
+                for cap in 0..64 {
+                    if mask & (1u64 << cap) == 0 {
+                        // SAFETY: prctl with constant arguments.
+                        unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
+                    }
+                }
+                // SAFETY: as above.
+                unsafe {
+                    if libc::setgroups(0, std::ptr::null()) != 0
+                        || libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                    {
+                        return Err(err());
+                    }
+                }
+                return Ok(());
+            }
+            // SAFETY: dropping groups and ids to the sandbox user, then forbidding new
+            // privileges (setuid programs in the image raise nothing).
+            unsafe {
+                if libc::setgroups(0, std::ptr::null()) != 0
+                    || libc::setgid(65534) != 0
+                    || libc::setuid(65534) != 0
+                    || libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                {
+                    return Err(err());
+                }
+            }
+            Ok(())
+        }
+        child => {
+            // Every descriptor past stdio goes, the spawn's exec-error pipe first among them:
+            // held open here, it would make the spawn wait until the command ended.
+            // SAFETY: close_range is a plain system call that only closes descriptors.
+            unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) };
+            let mut status = 0;
+            loop {
+                // SAFETY: waiting for our own child.
+                let r = unsafe { libc::waitpid(child, &mut status, 0) };
+                if r == child || (r == -1 && err().raw_os_error() != Some(libc::EINTR)) {
+                    break;
+                }
+            }
+            // SAFETY: ending this intermediate process as the command ended.
+            unsafe {
+                if libc::WIFSIGNALED(status) {
+                    let sig = libc::WTERMSIG(status);
+                    libc::signal(sig, libc::SIG_DFL);
+                    libc::raise(sig);
+                    libc::_exit(128 + sig);
+                }
+                libc::_exit(if libc::WIFEXITED(status) {
+                    libc::WEXITSTATUS(status)
+                } else {
+                    127
+                })
+            }
+        }
     }
 }
 
@@ -960,7 +1283,7 @@ struct Job {
 
 fn run_job(job: Job) {
     if let Some(name) = &job.container {
-        let mut c = job.engine.command();
+        let mut c = command(&job.engine);
         c.args(["rm", "-f"]);
         if job.engine.kind() == EngineKind::Podman {
             c.args(["-t", "0"]);
@@ -1122,7 +1445,7 @@ fn sweep_with(engine: &Engine) -> Result<Swept> {
         ];
         args.extend(ids.iter().copied());
         // A container may vanish between the two calls: take what inspect could say.
-        let out = engine.command().args(&args).output();
+        let out = command(engine).args(&args).output();
         let text = out
             .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
             .unwrap_or_default();
@@ -1132,7 +1455,7 @@ fn sweep_with(engine: &Engine) -> Result<Swept> {
             };
             let name = name.trim_start_matches('/');
             if owner_dead(owner) {
-                let mut c = engine.command();
+                let mut c = command(engine);
                 c.args(["rm", "-f"]);
                 if engine.kind() == EngineKind::Podman {
                     c.args(["-t", "0"]);
@@ -1161,8 +1484,7 @@ fn sweep_with(engine: &Engine) -> Result<Swept> {
             "{{.Id}}\t{{index .Config.Labels \"io.nenyax.owner\"}}",
         ];
         args.extend(ids.iter().copied());
-        let text = engine
-            .command()
+        let text = command(engine)
             .args(&args)
             .output()
             .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
@@ -1172,8 +1494,7 @@ fn sweep_with(engine: &Engine) -> Result<Swept> {
                 continue;
             };
             if owner_dead(owner)
-                && engine
-                    .command()
+                && command(engine)
                     .args(["image", "rm", "-f", id])
                     .output()
                     .map(|o| o.status.success())
