@@ -110,7 +110,9 @@ pub(super) struct ForkImage {
 impl Drop for ForkImage {
     fn drop(&mut self) {
         // Runs on the reaper thread after the containers using it were removed (they hold it).
-        let _ = command(&self.engine)
+        let _ = self
+            .engine
+            .command()
             .args(["image", "rm", &self.name])
             .output();
     }
@@ -237,7 +239,7 @@ impl Container {
             "chown {owner} {owned} && chmod 1777 /tmp && : > {READY} && exec sleep 2147483647"
         );
         args.extend([image.clone(), "/bin/sh".into(), "-c".into(), init]);
-        let out = command(&engine).args(&args).output().map_err(|e| {
+        let out = engine.command().args(&args).output().map_err(|e| {
             Error::io(
                 format!("container: could not run {}", engine.kind().name()),
                 e,
@@ -306,7 +308,7 @@ impl Container {
                 return (c, Some(d));
             }
         }
-        let mut c = command(&self.engine);
+        let mut c = self.engine.command();
         c.arg("exec");
         if stdin {
             c.arg("-i");
@@ -377,7 +379,8 @@ impl Container {
 
     /// Whether the container still runs (one engine call; used on failures only).
     fn running(&self) -> bool {
-        command(&self.engine)
+        self.engine
+            .command()
             .args(["inspect", "--format", "{{.State.Running}}", &self.name])
             .output()
             .map(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).trim() == "true")
@@ -484,7 +487,7 @@ impl Container {
                 }
             }
             None => {
-                let mut c = command(&self.engine);
+                let mut c = self.engine.command();
                 c.arg("exec");
                 if exec.stdin.is_some() {
                     c.arg("-i");
@@ -844,7 +847,7 @@ impl Container {
             // Podman prints the layers it copies; only the id matters.
             args.insert(1, "-q");
         }
-        let out = command(&self.engine).args(&args).output().map_err(|e| {
+        let out = self.engine.command().args(&args).output().map_err(|e| {
             Error::io(
                 format!("container: could not run {}", self.engine.kind().name()),
                 e,
@@ -970,15 +973,6 @@ impl Drop for Container {
     fn drop(&mut self) {
         self.destroy();
     }
-}
-
-/// An engine command run from the temporary directory: conmon writes an empty `oom` file into
-/// its working directory when a container or `exec` session meets the memory limit, which
-/// would otherwise land in the caller's.
-fn command(engine: &Engine) -> Command {
-    let mut c = engine.command();
-    c.current_dir(std::env::temp_dir());
-    c
 }
 
 /// Whether commands may enter containers directly (`NENYAX_CONTAINER_EXEC=engine` sends every
@@ -1283,7 +1277,7 @@ struct Job {
 
 fn run_job(job: Job) {
     if let Some(name) = &job.container {
-        let mut c = command(&job.engine);
+        let mut c = job.engine.command();
         c.args(["rm", "-f"]);
         if job.engine.kind() == EngineKind::Podman {
             c.args(["-t", "0"]);
@@ -1445,7 +1439,7 @@ fn sweep_with(engine: &Engine) -> Result<Swept> {
         ];
         args.extend(ids.iter().copied());
         // A container may vanish between the two calls: take what inspect could say.
-        let out = command(engine).args(&args).output();
+        let out = engine.command().args(&args).output();
         let text = out
             .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
             .unwrap_or_default();
@@ -1455,7 +1449,7 @@ fn sweep_with(engine: &Engine) -> Result<Swept> {
             };
             let name = name.trim_start_matches('/');
             if owner_dead(owner) {
-                let mut c = command(engine);
+                let mut c = engine.command();
                 c.args(["rm", "-f"]);
                 if engine.kind() == EngineKind::Podman {
                     c.args(["-t", "0"]);
@@ -1484,7 +1478,8 @@ fn sweep_with(engine: &Engine) -> Result<Swept> {
             "{{.Id}}\t{{index .Config.Labels \"io.nenyax.owner\"}}",
         ];
         args.extend(ids.iter().copied());
-        let text = command(engine)
+        let text = engine
+            .command()
             .args(&args)
             .output()
             .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
@@ -1494,7 +1489,8 @@ fn sweep_with(engine: &Engine) -> Result<Swept> {
                 continue;
             };
             if owner_dead(owner)
-                && command(engine)
+                && engine
+                    .command()
                     .args(["image", "rm", "-f", id])
                     .output()
                     .map(|o| o.status.success())

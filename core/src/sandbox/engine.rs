@@ -84,7 +84,10 @@ impl Engine {
     /// A command for this engine with stdin closed and output captured.
     pub fn command(&self) -> Command {
         let mut c = Command::new(&self.program);
-        c.stdin(Stdio::null())
+        // conmon drops an empty `oom` file into its working directory when a container meets its
+        // memory limit: keep it out of the caller's.
+        c.current_dir(std::env::temp_dir())
+            .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         c
