@@ -504,3 +504,52 @@ fn a_memory_hog_is_killed_and_leaves_no_oom_file_here() {
         );
     }
 }
+
+/// Harbor tasks start services that their tests talk to later: with `keep_detached` what a
+/// command leaves in the background outlives it (as under `docker exec`), a command past its
+/// timeout still takes everything it started, and destroy takes the rest.
+#[test]
+fn keep_detached_lets_services_outlive_their_command_until_destroy() {
+    if !container_ready() {
+        return;
+    }
+    let mut c = config();
+    c.keep_detached = true;
+    let sb = Sandbox::create(c).unwrap();
+    let name = sb.container_name().unwrap().to_string();
+    let t0 = Instant::now();
+    let r = sb
+        .sh("nohup sleep 300 >/dev/null 2>&1 & echo started")
+        .unwrap();
+    assert_eq!(r.stdout, "started\n", "{r:?}");
+    assert!(
+        t0.elapsed() < Duration::from_secs(2),
+        "the command waited for its child"
+    );
+    let r = sb.sh("ps -eo args | grep -c '^sleep 300'").unwrap();
+    assert_eq!(
+        r.stdout.trim(),
+        "1",
+        "the service died with its command: {r:?}"
+    );
+    let r = sb
+        .exec(&Exec::shell("sleep 200 & sleep 100").timeout(Duration::from_millis(500)))
+        .unwrap();
+    assert_eq!(r.killed, Some(Killed::Timeout), "{r:?}");
+    let r = sb
+        .sh("ps -eo args | grep -c '^sleep [12]00' || true")
+        .unwrap();
+    assert_eq!(
+        r.stdout.trim(),
+        "0",
+        "a timed-out command left children: {r:?}"
+    );
+    sb.destroy().unwrap();
+    assert_eq!(processes_of(&name), 0, "destroy left the service running");
+
+    // Without it (the default, as for every backend) the background child goes with its command.
+    let sb = Sandbox::new(BackendKind::Container).unwrap();
+    sb.sh("nohup sleep 300 >/dev/null 2>&1 &").unwrap();
+    let r = sb.sh("ps -eo args | grep -c '^sleep 300' || true").unwrap();
+    assert_eq!(r.stdout.trim(), "0", "{r:?}");
+}

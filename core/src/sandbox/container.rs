@@ -541,8 +541,11 @@ impl Container {
             }
             std::thread::sleep(Duration::from_millis(2));
         };
-        // What the command left behind (a detached child carries the marker too) goes now.
-        kill_env(&needle);
+        // What the command left behind (a detached child carries the marker too) goes now,
+        // unless the sandbox keeps it for later commands (it still goes at destroy).
+        if timed_out || !config.keep_detached {
+            kill_env(&needle);
+        }
         let mut out = [Vec::new(), Vec::new()];
         let mut dropped = 0;
         let grace = Instant::now() + Duration::from_secs(2);

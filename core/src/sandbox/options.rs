@@ -32,7 +32,8 @@ fn timeout_s<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Dura
 
 /// Sandbox options: {"backend": "process"|"jail" (default process), "cpu_s", "memory_bytes",
 /// "open_files", "processes", "file_size_bytes", "wall_s", "output_bytes", "network",
-/// "workdir", "root", "env": {..}, "extra_dirs": [..], "image", "read_only_root"}; absent fields
+/// "workdir", "root", "env": {..}, "extra_dirs": [..], "image", "read_only_root",
+/// "keep_detached"}; absent fields
 /// keep the defaults.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -70,6 +71,8 @@ pub struct SandboxOptions {
     pub image: Option<String>,
     /// A read-only root file system (container only).
     pub read_only_root: Option<bool>,
+    /// Background processes outlive their command (container only).
+    pub keep_detached: Option<bool>,
 }
 
 impl SandboxOptions {
@@ -96,6 +99,7 @@ impl SandboxOptions {
         c.extra_dirs = self.extra_dirs;
         c.image = self.image;
         c.read_only_root = self.read_only_root.unwrap_or(false);
+        c.keep_detached = self.keep_detached.unwrap_or(false);
         Ok(c)
     }
 }

@@ -140,6 +140,10 @@ pub struct SandboxConfig {
     /// Mount the container's root file system read-only (container only); the private
     /// directories stay writable.
     pub read_only_root: bool,
+    /// Let what a command leaves running in the background outlive it, until the sandbox is
+    /// destroyed (container only): Harbor tasks start services that their tests then talk to.
+    /// A command that runs past its timeout is still killed with everything it started.
+    pub keep_detached: bool,
 }
 
 impl SandboxConfig {
@@ -155,6 +159,7 @@ impl SandboxConfig {
             extra_dirs: Vec::new(),
             image: None,
             read_only_root: false,
+            keep_detached: false,
         }
     }
 }
