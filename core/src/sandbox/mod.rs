@@ -16,6 +16,7 @@
 
 pub mod check;
 pub mod engine;
+pub mod images;
 mod options;
 pub mod pool;
 mod process;
