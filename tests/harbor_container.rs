@@ -546,3 +546,39 @@ fn setup_container_keeps_other_settings_and_is_idempotent() {
         "a second run changed something: {again}"
     );
 }
+
+/// The old Terminal-Bench layout (task.yaml, the Dockerfile at the root as the build context,
+/// run-tests.sh, solution.sh) builds and runs the same way: fix-git rearranged.
+#[test]
+fn the_old_terminal_bench_layout_builds_and_runs_in_a_container() {
+    if !ready() {
+        return;
+    }
+    let src = root().join("tests/harbor_tasks_tb/fix-git");
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("fix-git-tb");
+    std::fs::create_dir_all(t.join("tests")).unwrap();
+    let instruction = std::fs::read_to_string(src.join("instruction.md")).unwrap();
+    let indented: String = instruction.lines().map(|l| format!("  {l}\n")).collect();
+    std::fs::write(
+        t.join("task.yaml"),
+        format!("instruction: |-\n{indented}difficulty: easy\nmax_agent_timeout_sec: 120\nmax_test_timeout_sec: 60\n"),
+    )
+    .unwrap();
+    std::fs::copy(src.join("environment/Dockerfile"), t.join("Dockerfile")).unwrap();
+    std::fs::copy(src.join("environment/make_repo.sh"), t.join("make_repo.sh")).unwrap();
+    std::fs::copy(src.join("solution/solve.sh"), t.join("solution.sh")).unwrap();
+    std::fs::copy(src.join("tests/test.sh"), t.join("tests/check.sh")).unwrap();
+    // Terminal-Bench's verdict is run-tests.sh's exit status.
+    std::fs::write(
+        t.join("run-tests.sh"),
+        "#!/bin/bash\nbash $TEST_DIR/check.sh\n[ \"$(cat /logs/verifier/reward.txt)\" = 1 ]\n",
+    )
+    .unwrap();
+    let uri = format!("harbor:{}?backend=container", t.display());
+    let oracle = episode(&uri, "oracle");
+    assert_eq!(oracle["judgment"]["score"], 1.0, "{oracle:#}");
+    assert_eq!(oracle["metadata"]["harbor"]["image"]["substituted"], true);
+    let nop = episode(&uri, "null");
+    assert_eq!(nop["judgment"]["score"], 0.0, "{nop:#}");
+}
