@@ -582,3 +582,41 @@ fn the_old_terminal_bench_layout_builds_and_runs_in_a_container() {
     let nop = episode(&uri, "null");
     assert_eq!(nop["judgment"]["score"], 0.0, "{nop:#}");
 }
+
+/// With `auto`, an engine that cannot make a task's image for want of a base (nothing local, no
+/// pull, no mapping) falls back to the jail when the jail can run the task, and says why;
+/// `backend=container` is the mapping error itself.
+#[test]
+fn auto_falls_back_to_the_jail_when_no_base_can_be_had() {
+    if !ready() {
+        return;
+    }
+    if let Err(why) = nenyax::sandbox::BackendKind::Jail.ready() {
+        eprintln!("SKIPPED: the jail is not ready: {why}");
+        return;
+    }
+    let task = root().join("tests/harbor_tasks/simple-task");
+    let unmapped = [("NENYAX_IMAGES", "")];
+    let o = nenyax(&["info", &format!("harbor:{}", task.display())], &unmapped);
+    assert!(o.status.success(), "{}", text(&o));
+    let m: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(m["extra"]["sandbox"]["backend"], "jail", "{m:#}");
+    let why = m["extra"]["sandbox"]["why"].as_str().unwrap();
+    assert!(
+        why.contains("cannot make the task's image") && why.contains("nenyax images bootstrap"),
+        "{why}"
+    );
+    let o = nenyax(
+        &[
+            "info",
+            &format!("harbor:{}?backend=container", task.display()),
+        ],
+        &unmapped,
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    // Mapped, auto is the container.
+    let o = nenyax(&["info", &format!("harbor:{}", task.display())], &[]);
+    let m: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(m["extra"]["sandbox"]["backend"], "container", "{m:#}");
+    assert_eq!(m["capabilities"]["isolation"], "container", "{m:#}");
+}

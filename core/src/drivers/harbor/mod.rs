@@ -91,15 +91,39 @@ impl Driver for HarborDriver {
         let asked = params.string("backend", "auto");
         let root = PathBuf::from(&uri.target);
         let tasks = task::discover(&root)?;
-        let (backend, why) = choose_backend(&asked)?;
+        let (mut backend, mut why) = choose_backend(&asked)?;
         let mut built = std::collections::HashMap::new();
-        match backend {
-            BackendKind::Container => {
-                let engine = Engine::detect()?;
-                for t in &tasks {
-                    built.insert(t.name.clone(), task_image(&engine, t)?);
+        if backend == BackendKind::Container {
+            let engine = Engine::detect()?;
+            for t in &tasks {
+                match task_image(&engine, t) {
+                    Ok(img) => {
+                        built.insert(t.name.clone(), img);
+                    }
+                    // With auto, an engine that cannot make the image (no base: nothing
+                    // local, no pull, no mapping) is not ready for these tasks; the jail runs
+                    // them if it can, and the manifest says why. A Dockerfile that fails to
+                    // build is the task's error, whatever the backend.
+                    Err(Error::Sandbox(m))
+                        if asked == "auto"
+                            && tasks.iter().all(|t| t.jail_problem.is_none())
+                            && BackendKind::Jail.ready().is_ok() =>
+                    {
+                        backend = BackendKind::Jail;
+                        why = format!(
+                            "backend=auto fell back to the jail because {} cannot make the \
+                             task's image: {m}",
+                            engine.kind().name()
+                        );
+                        built.clear();
+                        break;
+                    }
+                    Err(e) => return Err(e),
                 }
             }
+        }
+        match backend {
+            BackendKind::Container => {}
             _ => {
                 if let Some(problem) = tasks.iter().find_map(|t| t.jail_problem.clone()) {
                     return Err(Error::Environment(format!("{problem}. {why}")));
