@@ -277,10 +277,14 @@ impl HarborEnv {
             cfg.limits.memory_bytes = Some(mb << 20);
         }
         let sb = Sandbox::create(cfg)?;
-        let r = sb.exec(&Exec::shell(format!(
-            "mkdir -p /logs/agent /logs/verifier /logs/artifacts '{}'",
-            task.workdir.replace('\'', "'\\''")
-        )))?;
+        // From /: the workdir may not exist yet in an image whose Dockerfile has no WORKDIR.
+        let r = sb.exec(
+            &Exec::shell(format!(
+                "mkdir -p /logs/agent /logs/verifier /logs/artifacts '{}'",
+                task.workdir.replace('\'', "'\\''")
+            ))
+            .cwd("/"),
+        )?;
         if !r.ok() {
             return Err(Error::Sandbox(format!(
                 "harbor: task `{}`: could not make /logs in its container: {}",
