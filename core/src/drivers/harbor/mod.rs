@@ -302,12 +302,30 @@ impl HarborEnv {
         task: &HarborTask,
         step: &HarborStep,
     ) -> Result<(Map<String, Value>, String)> {
-        for f in ["reward.txt", "reward.json"] {
-            sb.remove(&format!("/logs/verifier/{f}"))?;
+        if self.backend == BackendKind::Container {
+            // One command, not five: each is an engine call in a container.
+            let r = sb.exec(
+                &Exec::shell(
+                    "rm -rf /logs/verifier/reward.txt /logs/verifier/reward.json /tests \
+                     && mkdir -p /tests",
+                )
+                .cwd("/"),
+            )?;
+            if !r.ok() {
+                return Err(Error::Sandbox(format!(
+                    "{}: could not reset /tests and the rewards: {}",
+                    task.name,
+                    r.stderr.trim()
+                )));
+            }
+        } else {
+            for f in ["reward.txt", "reward.json"] {
+                sb.remove(&format!("/logs/verifier/{f}"))?;
+            }
+            sb.remove("/tests")?;
+            sb.put("/tests/.keep", b"", 0o644)?;
+            sb.remove("/tests/.keep")?;
         }
-        sb.remove("/tests")?;
-        sb.put("/tests/.keep", b"", 0o644)?;
-        sb.remove("/tests/.keep")?;
         put_all(sb, &step.tests)?;
         let mut exec = Exec::shell(&step.test_command).timeout(step.verifier_timeout);
         exec.env = step.verifier_env.clone();
@@ -442,23 +460,43 @@ while [ $# -gt 0 ]; do
 done
 exec python3 -m pytest -p no:cacheprovider "${args[@]}"
 "#;
-    sb.put("/tmp/.nenyax/bin/apt-get", apt.as_bytes(), 0o755)?;
-    sb.put("/tmp/.nenyax/bin/apt", apt.as_bytes(), 0o755)?;
-    sb.put("/tmp/.nenyax/bin/curl", curl.as_bytes(), 0o755)?;
-    sb.put("/tmp/.nenyax/bin/uvx", uvx.as_bytes(), 0o755)?;
+    // Written on the host and uploaded as one directory: in a container each put is an
+    // engine call.
+    use std::os::unix::fs::PermissionsExt;
+    let host = tempfile::tempdir().map_err(|e| Error::io("harbor: make the offline shims", e))?;
+    let bin = host.path().join("bin");
+    let write = |name: &str, body: &str| -> Result<()> {
+        let p = bin.join(name);
+        std::fs::write(&p, body)
+            .and_then(|()| std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)))
+            .map_err(|e| Error::io(format!("harbor: write the offline shim {name}"), e))
+    };
+    std::fs::create_dir(&bin).map_err(|e| Error::io("harbor: make the offline shims", e))?;
+    write("apt-get", apt)?;
+    write("apt", apt)?;
+    write("curl", curl)?;
+    write("uvx", uvx)?;
+    sb.put_dir(&bin, "/tmp/.nenyax/bin")?;
     // `source $HOME/.local/bin/env` after the uv installer: HOME is /tmp in a jail, /root in a
     // container.
-    let homes: &[&str] = if container {
-        &["/tmp", "/root"]
-    } else {
-        &["/tmp"]
-    };
-    for home in homes {
-        sb.put(
-            &format!("{home}/.local/bin/env"),
-            b"# nenyax offline mode: uv is not installed\n",
-            0o644,
+    let env = b"# nenyax offline mode: uv is not installed\n";
+    if container {
+        let r = sb.exec(
+            &Exec::shell(
+                "mkdir -p /tmp/.local/bin /root/.local/bin && cat > /tmp/.local/bin/env \
+                 && cp /tmp/.local/bin/env /root/.local/bin/env",
+            )
+            .cwd("/")
+            .stdin(env.to_vec()),
         )?;
+        if !r.ok() {
+            return Err(Error::Sandbox(format!(
+                "harbor: could not write the offline uv stand-in: {}",
+                r.stderr.trim()
+            )));
+        }
+    } else {
+        sb.put("/tmp/.local/bin/env", env, 0o644)?;
     }
     Ok(())
 }
@@ -791,7 +829,7 @@ fn task_image(engine: &Engine, t: &HarborTask) -> Result<BuiltImage> {
             },
         ),
         TaskImage::Prebuilt(name) => prebuilt(engine, &t.name, name),
-        TaskImage::Base => prebuilt(engine, &t.name, images::DEFAULT_BASE),
+        TaskImage::Base => prebuilt(engine, &t.name, &crate::sandbox::default_image()),
     }
 }
 
