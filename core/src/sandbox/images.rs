@@ -732,36 +732,58 @@ pub struct CachedImage {
 
 /// The task images nenyax keeps (those labelled [`CACHE_LABEL`]).
 pub fn cached_images(engine: &Engine) -> Result<Vec<CachedImage>> {
-    let label = |k: &str| format!("{{{{index .Labels \"{k}\"}}}}");
-    let format = format!(
-        "{{{{.Repository}}}}:{{{{.Tag}}}}\t{}\t{}\t{}\t{{{{.Size}}}}\t{{{{.CreatedSince}}}}",
-        label(TASK_LABEL),
-        label("io.nenyax.base-requested"),
-        label("io.nenyax.base-used")
-    );
+    // Docker's `images --format` has no labels, so they come from one `image inspect`.
     let out = engine.run(
         &[
             "images",
             "--filter",
             &format!("label={CACHE_LABEL}"),
             "--format",
-            &format,
+            "{{.Repository}}:{{.Tag}}\t{{.Size}}\t{{.CreatedSince}}\t{{.ID}}",
         ],
         "list cached images",
     )?;
-    Ok(out
+    let rows: Vec<Vec<String>> = out
         .lines()
         .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            let f: Vec<&str> = l.split('\t').collect();
-            let g = |i: usize| f.get(i).map(|s| s.trim().to_string()).unwrap_or_default();
+        .map(|l| l.split('\t').map(|f| f.trim().to_string()).collect())
+        .collect();
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut args = vec![
+        "image".to_string(),
+        "inspect".into(),
+        "--format".into(),
+        "{{json .Config.Labels}}".into(),
+    ];
+    // By id: an image whose tag moved to a newer build lists as `<none>:<none>`.
+    args.extend(rows.iter().map(|r| r.get(3).cloned().unwrap_or_default()));
+    let labels = engine.run(&args, "read cached images' labels")?;
+    let labels: Vec<Value> = labels
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or(Value::Null))
+        .collect();
+    Ok(rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let g = |k: usize| r.get(k).cloned().unwrap_or_default();
+            let label = |k: &str| {
+                labels
+                    .get(i)
+                    .and_then(|l| l.get(k))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            };
             CachedImage {
                 tag: g(0),
-                task: g(1),
-                base_requested: g(2),
-                base_used: g(3),
-                size: g(4),
-                created: g(5),
+                task: label(TASK_LABEL),
+                base_requested: label("io.nenyax.base-requested"),
+                base_used: label("io.nenyax.base-used"),
+                size: g(1),
+                created: g(2),
             }
         })
         .collect())
