@@ -493,6 +493,8 @@ fn a_container_killed_mid_episode_fails_that_episode_and_the_batch_goes_on() {
         1,
         "exactly the killed episode fails: {lines:#?}"
     );
+    let error = failed[0]["error"].to_string();
+    assert!(error.contains("no longer running"), "{error}");
     let scores: Vec<&Value> = lines
         .iter()
         .filter(|l| l["error"].is_null())
