@@ -625,3 +625,49 @@ fn auto_falls_back_to_the_jail_when_no_base_can_be_had() {
     assert_eq!(m["extra"]["sandbox"]["backend"], "container", "{m:#}");
     assert_eq!(m["capabilities"]["isolation"], "container", "{m:#}");
 }
+
+/// A task that names a prebuilt `docker_image` (as Terminal-Bench 2's do) runs that image, here
+/// through a mapping since it cannot be pulled; without one the error says how to map it.
+#[test]
+fn a_prebuilt_docker_image_is_resolved_like_a_base() {
+    if !ready() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("t");
+    std::fs::create_dir_all(t.join("tests")).unwrap();
+    std::fs::write(
+        t.join("task.toml"),
+        "[environment]\ndocker_image = \"nenyax-test/prebuilt:1\"\nallow_internet = false\n",
+    )
+    .unwrap();
+    std::fs::write(t.join("instruction.md"), "Nothing to do.\n").unwrap();
+    std::fs::write(
+        t.join("tests/test.sh"),
+        "test -x /usr/bin/tmux && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n",
+    )
+    .unwrap();
+    let uri = format!("harbor:{}", t.display());
+    let o = nenyax(&["info", &uri], &[]);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        err.contains("harbor: task `t`: the base image `nenyax-test/prebuilt:1`")
+            && err.contains("nenyax images bootstrap"),
+        "{err}"
+    );
+    let out = tempfile::NamedTempFile::new().unwrap();
+    let path = out.path().to_string_lossy().into_owned();
+    let o = nenyax(
+        &["run", &uri, "--policy", "null", "-n", "1", "--out", &path],
+        &[("NENYAX_IMAGES", &format!("nenyax-test/prebuilt:1={BASE}"))],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let traj: Value =
+        serde_json::from_str(std::fs::read_to_string(out.path()).unwrap().trim()).unwrap();
+    assert_eq!(traj["judgment"]["score"], 1.0, "{traj:#}");
+    let img = &traj["metadata"]["harbor"]["image"];
+    assert_eq!(img["tag"], BASE, "{img:#}");
+    assert_eq!(img["base_requested"], "nenyax-test/prebuilt:1", "{img:#}");
+    assert_eq!(img["substituted"], true, "{img:#}");
+}

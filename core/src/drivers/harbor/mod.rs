@@ -834,8 +834,10 @@ fn task_image(engine: &Engine, t: &HarborTask) -> Result<BuiltImage> {
 }
 
 fn prebuilt(engine: &Engine, task: &str, image: &str) -> Result<BuiltImage> {
-    let choice = images::resolve_base(engine, image)
-        .map_err(|e| Error::Sandbox(format!("harbor: task `{task}`: {e}")))?;
+    let choice = images::resolve_base(engine, image).map_err(|e| match e {
+        Error::Sandbox(m) => Error::Sandbox(format!("harbor: task `{task}`: {m}")),
+        other => other,
+    })?;
     Ok(BuiltImage {
         tag: choice.used.clone(),
         hash: String::new(),
