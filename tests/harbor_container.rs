@@ -671,3 +671,51 @@ fn a_prebuilt_docker_image_is_resolved_like_a_base() {
     assert_eq!(img["base_requested"], "nenyax-test/prebuilt:1", "{img:#}");
     assert_eq!(img["substituted"], true, "{img:#}");
 }
+
+/// `nenyax images bootstrap` refuses a package or suite name that is not one, and says how to
+/// get mmdebstrap when it is missing, before making anything.
+#[test]
+fn bootstrap_refuses_bad_input_before_making_anything() {
+    if !ready() {
+        return;
+    }
+    let name = "localhost/nenyax-test-never-made:1";
+    for (args, want) in [
+        (
+            vec!["--include", "tmux,a;b"],
+            "--include: `a;b` is not a Debian package name",
+        ),
+        (
+            vec!["--suite", "../x"],
+            "--suite: `../x` is not a Debian suite name",
+        ),
+    ] {
+        let mut all = vec!["images", "bootstrap", "--name", name, "--no-map"];
+        all.extend(args);
+        let o = nenyax(&all, &[]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains(want),
+            "{}",
+            text(&o)
+        );
+    }
+    let o = nenyax(
+        &["images", "bootstrap", "--name", name, "--no-map"],
+        &[
+            ("PATH", "/nonexistent"),
+            ("NENYAX_CONTAINER_ENGINE", "/usr/bin/podman"),
+        ],
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("mmdebstrap is not installed; run `nenyax setup container`"),
+        "{}",
+        text(&o)
+    );
+    let exists = Command::new("podman")
+        .args(["image", "exists", name])
+        .status()
+        .unwrap();
+    assert!(!exists.success(), "{name} was made");
+}

@@ -820,13 +820,6 @@ pub fn bootstrap(
     opts: &BootstrapOptions,
     say: &mut dyn FnMut(&str),
 ) -> Result<()> {
-    if which("mmdebstrap").is_none() {
-        return Err(Error::Sandbox(
-            "mmdebstrap is not installed; run `nenyax setup container` (or `apt-get install \
-             mmdebstrap`) first"
-                .into(),
-        ));
-    }
     for p in &opts.include {
         if p.is_empty()
             || !p
@@ -834,9 +827,28 @@ pub fn bootstrap(
                 .all(|c| c.is_ascii_alphanumeric() || "+-.:".contains(c))
         {
             return Err(Error::Config(format!(
-                "--include: `{p}` is not a Debian package name (letters, digits, + - . only)"
+                "--include: `{p}` is not a Debian package name (letters, digits and + - . : \
+                 only; several are separated by commas)"
             )));
         }
+    }
+    if opts.suite.is_empty()
+        || !opts
+            .suite
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-')
+    {
+        return Err(Error::Config(format!(
+            "--suite: `{}` is not a Debian suite name such as bookworm or trixie",
+            opts.suite
+        )));
+    }
+    if which("mmdebstrap").is_none() {
+        return Err(Error::Sandbox(
+            "mmdebstrap is not installed; run `nenyax setup container` (or `apt-get install \
+             mmdebstrap`) first"
+                .into(),
+        ));
     }
     let dir = tempfile::Builder::new()
         .prefix("nenyax-bootstrap-")
