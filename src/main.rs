@@ -8,6 +8,7 @@ macro_rules! outln {
     };
 }
 
+mod images_cmd;
 mod policy_args;
 mod run_summary;
 mod train_cmd;
@@ -124,11 +125,19 @@ enum Command {
     },
     /// Create the managed Python environment and install a framework's pinned package into it
     Setup {
-        /// reasoning-gym, gymnasium or verifiers
+        /// reasoning-gym, gymnasium, verifiers, or container (Podman and its configuration)
         framework: String,
         /// The interpreter that creates the venv
         #[arg(long, default_value = "python3")]
         python: String,
+        /// Say what `setup container` would install and change, and change nothing
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// The container backend's images: bootstrap a base from Debian's packages, list the cache
+    Images {
+        #[command(subcommand)]
+        action: images_cmd::ImagesAction,
     },
     /// Serve a step-mode environment as an OpenEnv server (/ws, /reset, /step, /state, /schema)
     Serve {
@@ -577,7 +586,24 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 ExitCode::SUCCESS
             })
         }
-        Command::Setup { framework, python } => setup(&framework, &python),
+        Command::Setup {
+            framework, dry_run, ..
+        } if framework == "container" => images_cmd::setup_container(dry_run),
+        Command::Setup {
+            framework,
+            python,
+            dry_run,
+        } => {
+            if dry_run {
+                return Err(Error::Config(
+                    "--dry-run is for `nenyax setup container`; the framework setups only \
+                     install into the managed venv"
+                        .into(),
+                ));
+            }
+            setup(&framework, &python)
+        }
+        Command::Images { action } => images_cmd::images(action),
         Command::Serve {
             uri,
             host,
@@ -652,7 +678,7 @@ fn setup(framework: &str, python: &str) -> Result<ExitCode, Error> {
         .map(|(_, r)| *r)
         .ok_or_else(|| {
             Error::Config(format!(
-                "unknown framework `{framework}`; nenyax setup knows reasoning-gym, gymnasium and verifiers"
+                "unknown framework `{framework}`; nenyax setup knows reasoning-gym, gymnasium, verifiers and container"
             ))
         })?;
     let venv = nenyax::bridge::managed_venv();

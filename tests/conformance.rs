@@ -319,7 +319,10 @@ fn a_verifier_that_flips_a_coin_is_not_reproducible_in_task_mode() {
         eprintln!("skipped: the harbor driver needs the jail backend");
         return;
     }
-    let r = nenyax::check_uri(&format!("harbor:{}", data("harbor-coin-flip")), &opts());
+    let r = nenyax::check_uri(
+        &format!("harbor:{}?backend=jail", data("harbor-coin-flip")),
+        &opts(),
+    );
     let (s, detail) = status(&r, "reproducible");
     assert_eq!(s, Status::Fail, "{}", r.render());
     assert!(detail.contains("scored"), "{detail}");

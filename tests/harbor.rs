@@ -1,6 +1,7 @@
 //! The harbor: driver on Harbor's own example tasks (tests/harbor_tasks, Apache-2.0, see
 //! SOURCES.md there): oracle and nop through conformance, per-step rewards, multi-key
-//! rewards, and the terminus agent with a scripted model. Needs the jail backend (root).
+//! rewards, and the terminus agent with a scripted model, all in the jail (`backend=jail`;
+//! tests/harbor_container.rs runs the tasks through the container backend). Needs root.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -31,7 +32,7 @@ fn every_task_is_audited_oracle_one_nop_zero() {
         return;
     }
     for t in ["simple-task", "multi-reward", "skills", "multi-step"] {
-        let uri = format!("harbor:{}/{t}", tasks_dir());
+        let uri = format!("harbor:{}/{t}?backend=jail", tasks_dir());
         let opts = CheckOptions {
             samples: 1,
             ..CheckOptions::default()
@@ -46,7 +47,7 @@ fn a_directory_of_tasks_lists_each() {
     if !ready() {
         return;
     }
-    let env = load(&format!("harbor:{}", tasks_dir())).unwrap();
+    let env = load(&format!("harbor:{}?backend=jail", tasks_dir())).unwrap();
     let ids: Vec<String> = env.tasks(None).unwrap().into_iter().map(|t| t.id).collect();
     assert_eq!(ids, ["multi-reward", "multi-step", "simple-task", "skills"]);
 }
@@ -56,7 +57,7 @@ fn multi_step_rewards_each_step_and_stops_early() {
     if !ready() {
         return;
     }
-    let env = load(&format!("harbor:{}/multi-step", tasks_dir())).unwrap();
+    let env = load(&format!("harbor:{}/multi-step?backend=jail", tasks_dir())).unwrap();
     let t = env.rollout(&Policy::Native("oracle".into()), &RolloutOptions::default());
     assert!(t.error.is_none(), "{:?}", t.error);
     let rewards: Vec<f64> = t.steps.iter().map(|s| s.reward).collect();
@@ -87,7 +88,7 @@ fn reward_json_keys_are_components() {
     if !ready() {
         return;
     }
-    let env = load(&format!("harbor:{}/multi-reward", tasks_dir())).unwrap();
+    let env = load(&format!("harbor:{}/multi-reward?backend=jail", tasks_dir())).unwrap();
     let t = env.rollout(&Policy::Native("oracle".into()), &RolloutOptions::default());
     let j = t.judgment.expect("judged");
     assert_eq!(j.components["correctness"], 1.0);
@@ -120,7 +121,7 @@ fn a_scripted_model_solves_simple_task_with_double_confirmation() {
     if !ready() {
         return;
     }
-    let env = load(&format!("harbor:{}/simple-task", tasks_dir())).unwrap();
+    let env = load(&format!("harbor:{}/simple-task?backend=jail", tasks_dir())).unwrap();
     let (policy, calls) = scripted(vec![
         reply("cd /app\n", false),
         reply("echo 'Hello, world!' > hello.txt\n", true),
@@ -152,7 +153,7 @@ fn a_scripted_model_solves_every_step_of_multi_step() {
     if !ready() {
         return;
     }
-    let env = load(&format!("harbor:{}/multi-step", tasks_dir())).unwrap();
+    let env = load(&format!("harbor:{}/multi-step?backend=jail", tasks_dir())).unwrap();
     let greet1 = "printf '#!/bin/bash\\necho hello\\n' > /app/greet.sh && chmod +x /app/greet.sh\n";
     let greet2 = "printf '#!/bin/bash\\nname=$(tr -d \"\\\\n\" < /app/config.txt)\\necho \"Hello, ${name}!\"\\n' > /app/greet.sh\n";
     let readme = "printf '# greet.sh\\nReads config.txt.\\n```bash\\n/app/greet.sh\\n```\\n' > /app/README.md\n";
@@ -176,7 +177,11 @@ fn malformed_json_gets_parse_error_feedback_and_fails_cleanly() {
     if !ready() {
         return;
     }
-    let env = load(&format!("harbor:{}/simple-task?max_turns=3", tasks_dir())).unwrap();
+    let env = load(&format!(
+        "harbor:{}/simple-task?max_turns=3&backend=jail",
+        tasks_dir()
+    ))
+    .unwrap();
     let (policy, calls) = scripted(vec![
         "I will create the file now.".into(),
         "{\"analysis\": \"a\", \"plan\": \"p\"}".into(),
@@ -209,7 +214,7 @@ fn a_dockerfile_that_builds_needs_a_container() {
         "FROM ubuntu:24.04\nRUN pip install numpy\nWORKDIR /app\n",
     )
     .unwrap();
-    let e = load(&format!("harbor:{}", t.display()))
+    let e = load(&format!("harbor:{}?backend=jail", t.display()))
         .err()
         .unwrap()
         .to_string();
@@ -254,7 +259,7 @@ fn the_old_terminal_bench_layout_runs_oracle_and_nop() {
         "#!/bin/bash\npython3 -m pytest -p no:cacheprovider $TEST_DIR/test_outputs.py -rA\n",
     )
     .unwrap();
-    let env = load(&format!("harbor:{}", t.display())).unwrap();
+    let env = load(&format!("harbor:{}?backend=jail", t.display())).unwrap();
     let task = &env.tasks(None).unwrap()[0];
     assert_eq!(task.prompt.as_deref(), Some(instruction.trim_end()));
     let o = env.rollout(&Policy::Native("oracle".into()), &RolloutOptions::default());
@@ -271,7 +276,7 @@ fn incontext_trains_on_a_task_mode_environment() {
     if !ready() {
         return;
     }
-    let env = load(&format!("harbor:{}", tasks_dir())).unwrap();
+    let env = load(&format!("harbor:{}?backend=jail", tasks_dir())).unwrap();
     let done = FunctionModel::new("done", |_m: &[Message]| {
         Ok(
             serde_json::json!({"analysis": "a", "plan": "p", "commands": [],
@@ -363,7 +368,7 @@ fn copy_reads_nothing_outside_the_build_context() {
     std::fs::create_dir(t.join("environment/sub")).unwrap();
     std::fs::write(t.join("environment/inner.txt"), "ok").unwrap();
     std::os::unix::fs::symlink("inner.txt", t.join("environment/in-link")).unwrap();
-    let r = load(&format!("harbor:{}", t.display()));
+    let r = load(&format!("harbor:{}?backend=jail", t.display()));
     assert!(r.is_ok(), "{:?}", r.err().map(|e| e.to_string()));
     // A FIFO in the context would block the copy forever.
     let (_dir, t) = task_with_dockerfile("FROM ubuntu:24.04\nCOPY pipe /app/p\n");

@@ -397,7 +397,12 @@ pub fn check(env: &Arc<dyn Environment>, factory: Option<Factory>, opts: &CheckO
                 m.protocol
             ))
         } else {
-            pass()
+            // Where a driver says which sandbox runs it and why (harbor:), the report shows it.
+            let sandbox = m.extra.get("sandbox").and_then(|s| s.get("note"));
+            Ok(Ok(sandbox
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or_default()
+                .to_string()))
         }
     });
 

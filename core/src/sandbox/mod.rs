@@ -19,6 +19,7 @@
 pub mod check;
 mod container;
 pub mod engine;
+pub mod images;
 mod options;
 pub mod pool;
 mod process;

@@ -1,9 +1,12 @@
 //! Harbor / Terminal-Bench tasks in task mode: `harbor:<task dir>` or `harbor:<dir of tasks>`.
 //!
-//! A task's environment (environment/Dockerfile) is rebuilt as a jail when the Dockerfile
-//! needs no more than a base image (the host's root file system stands in for it), WORKDIR,
-//! ENV, COPY and RUN lines that only install packages the host already has; anything else is
-//! a typed error saying a container backend is needed. The agent (the oracle, nop, or a
+//! `backend=auto` (the default) runs each task in a container of an image built from its real
+//! environment/Dockerfile when a container engine is ready (sandbox::images: cached by content
+//! hash, offline bases mapped and the substitution recorded), and in a jail otherwise. A jail
+//! stands in for the image only when the Dockerfile needs no more than a base image (the
+//! host's root file system), WORKDIR, ENV, COPY and RUN lines that only install packages the
+//! host already has; anything else is a typed error saying a container backend is needed. The
+//! manifest says which backend runs and why. The agent (the oracle, nop, or a
 //! terminus-style loop around any ChatModel) works in the jail, then tests/ is placed at
 //! /tests and test.sh runs with the verifier timeout; reward.json (every key a component) or
 //! reward.txt is the judgment. Multi-step tasks run their steps in one jail, each with its own
@@ -20,16 +23,18 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Map, Value};
 
 use crate::contract::{
-    Isolation, JudgeSource, Judgment, Manifest, Mode, Observation, Step, TaskRef, Trajectory,
+    JudgeSource, Judgment, Manifest, Mode, Observation, Step, TaskRef, Trajectory,
 };
 use crate::driver::{Driver, Readiness};
 use crate::env::{Environment, RolloutOptions};
 use crate::error::{Error, Result};
 use crate::policy::Policy;
+use crate::sandbox::engine::Engine;
+use crate::sandbox::images::{self, BuiltImage};
 use crate::sandbox::{BackendKind, Exec, Sandbox, SandboxConfig};
 use crate::uri::{ParamKind, ParamSpec, Params, Uri};
 
-pub use task::{HarborStep, HarborTask};
+pub use task::{HarborStep, HarborTask, TaskImage};
 
 const SCHEME: &str = "harbor";
 
@@ -47,7 +52,7 @@ impl Driver for HarborDriver {
     }
 
     fn summary(&self) -> &'static str {
-        "Harbor / Terminal-Bench task directories in a jail: harbor:path/to/task (or a folder of tasks)"
+        "Harbor / Terminal-Bench task directories in a container (or a jail): harbor:path/to/task (or a folder of tasks)"
     }
 
     fn params(&self, _target: &str) -> Vec<ParamSpec> {
@@ -55,8 +60,8 @@ impl Driver for HarborDriver {
             ParamSpec {
                 name: "backend",
                 kind: ParamKind::Str,
-                default: "jail",
-                help: "sandbox backend; tasks use absolute /app, /tests, /logs paths, so only `jail` works",
+                default: "auto",
+                help: "sandbox backend: `container` (the task's Dockerfile built with Podman or Docker), `jail` (the host's root stands in for the image), or `auto`: the container when an engine is ready, else the jail",
             },
             ParamSpec {
                 name: "offline",
@@ -80,27 +85,58 @@ impl Driver for HarborDriver {
     }
 
     fn readiness(&self) -> Readiness {
-        match BackendKind::Jail.ready() {
-            Ok(()) => Readiness::Ready,
-            Err(why) => Readiness::Missing(format!("the jail sandbox backend: {why}")),
+        match (BackendKind::Container.ready(), BackendKind::Jail.ready()) {
+            (Ok(()), _) | (_, Ok(())) => Readiness::Ready,
+            (Err(c), Err(j)) => Readiness::Missing(format!(
+                "the container sandbox backend ({c}) or the jail ({j})"
+            )),
         }
     }
 
     fn load(&self, uri: &Uri) -> Result<Arc<dyn Environment>> {
         let params = Params::check(SCHEME, uri, &self.params(&uri.target))?;
-        let backend = BackendKind::parse(&params.string("backend", "jail"))?;
-        if backend != BackendKind::Jail {
-            return Err(Error::InvalidParameter {
-                driver: SCHEME.into(),
-                param: "backend".into(),
-                value: backend.name().into(),
-                expected: "`jail`: Harbor tasks write and test absolute paths (/app, /tests, \
-                           /logs) that only a jail (or a container) provides"
-                    .into(),
-            });
-        }
+        let asked = params.string("backend", "auto");
         let root = PathBuf::from(&uri.target);
         let tasks = task::discover(&root)?;
+        let (mut backend, mut why) = choose_backend(&asked)?;
+        let mut built = std::collections::HashMap::new();
+        if backend == BackendKind::Container {
+            let engine = Engine::detect()?;
+            for t in &tasks {
+                match task_image(&engine, t) {
+                    Ok(img) => {
+                        built.insert(t.name.clone(), img);
+                    }
+                    // With auto, an engine that cannot make the image (no base: nothing
+                    // local, no pull, no mapping) is not ready for these tasks; the jail runs
+                    // them if it can, and the manifest says why. A Dockerfile that fails to
+                    // build is the task's error, whatever the backend.
+                    Err(Error::Sandbox(m))
+                        if asked == "auto"
+                            && tasks.iter().all(|t| t.jail_problem.is_none())
+                            && BackendKind::Jail.ready().is_ok() =>
+                    {
+                        backend = BackendKind::Jail;
+                        why = format!(
+                            "backend=auto fell back to the jail because {} cannot make the \
+                             task's image: {m}",
+                            engine.kind().name()
+                        );
+                        built.clear();
+                        break;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        match backend {
+            BackendKind::Container => {}
+            _ => {
+                if let Some(problem) = tasks.iter().find_map(|t| t.jail_problem.clone()) {
+                    return Err(Error::Environment(format!("{problem}. {why}")));
+                }
+            }
+        }
         let name = root
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -108,17 +144,43 @@ impl Driver for HarborDriver {
         let mut m = Manifest::new(&uri.raw, name, SCHEME, Mode::Task);
         m.capabilities.resettable = true;
         m.capabilities.text = true;
-        m.capabilities.isolation = Isolation::Jail;
+        m.capabilities.isolation = backend.level();
         m.num_tasks = Some(tasks.len() as u64);
         m.license = None;
+        let substituted: Vec<String> = built
+            .values()
+            .flat_map(|b: &BuiltImage| b.bases.iter().filter(|c| c.substituted))
+            .map(|c| format!("{} -> {}", c.requested, c.used))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let mut note = format!("{} backend: {why}", backend.name());
+        if !substituted.is_empty() {
+            note.push_str(&format!(
+                "; base image substituted (offline mapping): {}",
+                substituted.join(", ")
+            ));
+        }
         m.description = Some(format!(
-            "{} Harbor task(s) from {}",
+            "{} Harbor task(s) from {}; {note}",
             tasks.len(),
             root.display()
         ));
+        m.extra.insert(
+            "sandbox".into(),
+            json!({"backend": backend.name(), "why": why, "note": note}),
+        );
+        if !built.is_empty() {
+            let images: Map<String, Value> = built
+                .iter()
+                .map(|(k, v)| (k.clone(), v.to_json()))
+                .collect();
+            m.extra.insert("images".into(), Value::Object(images));
+        }
         Ok(Arc::new(HarborEnv {
             manifest: m,
             tasks,
+            built,
             backend,
             offline: params
                 .get("offline")
@@ -134,6 +196,8 @@ impl Driver for HarborDriver {
 pub struct HarborEnv {
     manifest: Manifest,
     tasks: Vec<HarborTask>,
+    /// Each task's image, by task name (container backend only).
+    built: std::collections::HashMap<String, BuiltImage>,
     backend: BackendKind,
     offline: bool,
     max_turns: usize,
@@ -161,8 +225,12 @@ impl HarborEnv {
         }
     }
 
-    /// Create the task's jail: private dirs, COPY'd files, /logs layout.
+    /// Create the task's sandbox: a container of its image, or a jail with its private dirs and
+    /// COPY'd files; both with the /logs layout.
     fn sandbox(&self, task: &HarborTask) -> Result<Sandbox> {
+        if self.backend == BackendKind::Container {
+            return self.container(task);
+        }
         let mut cfg = SandboxConfig::new(self.backend);
         cfg.workdir = task.workdir.clone();
         cfg.env = task.env.clone();
@@ -202,6 +270,40 @@ impl HarborEnv {
         Ok(sb)
     }
 
+    /// A container of the task's image, with Harbor's limits and network, and /logs made.
+    fn container(&self, task: &HarborTask) -> Result<Sandbox> {
+        let image = self.built.get(&task.name).ok_or_else(|| {
+            Error::Environment(format!("harbor: task `{}` has no image built", task.name))
+        })?;
+        let mut cfg = SandboxConfig::new(BackendKind::Container);
+        cfg.image = Some(image.tag.clone());
+        cfg.workdir = task.workdir.clone();
+        cfg.env = task.env.clone();
+        cfg.network = task.allow_internet;
+        cfg.root = true;
+        cfg.limits.wall = Duration::from_secs(3600);
+        if let Some(mb) = task.memory_mb {
+            cfg.limits.memory_bytes = Some(mb << 20);
+        }
+        let sb = Sandbox::create(cfg)?;
+        // From /: the workdir may not exist yet in an image whose Dockerfile has no WORKDIR.
+        let r = sb.exec(
+            &Exec::shell(format!(
+                "mkdir -p /logs/agent /logs/verifier /logs/artifacts '{}'",
+                task.workdir.replace('\'', "'\\''")
+            ))
+            .cwd("/"),
+        )?;
+        if !r.ok() {
+            return Err(Error::Sandbox(format!(
+                "harbor: task `{}`: could not make /logs in its container: {}",
+                task.name,
+                r.stderr.trim()
+            )));
+        }
+        Ok(sb)
+    }
+
     /// Run the verifier of `step`; the reward components it wrote.
     fn verify(
         &self,
@@ -209,17 +311,35 @@ impl HarborEnv {
         task: &HarborTask,
         step: &HarborStep,
     ) -> Result<(Map<String, Value>, String)> {
-        for f in ["reward.txt", "reward.json"] {
-            sb.remove(&format!("/logs/verifier/{f}"))?;
+        if self.backend == BackendKind::Container {
+            // One command, not five: each is an engine call in a container.
+            let r = sb.exec(
+                &Exec::shell(
+                    "rm -rf /logs/verifier/reward.txt /logs/verifier/reward.json /tests \
+                     && mkdir -p /tests",
+                )
+                .cwd("/"),
+            )?;
+            if !r.ok() {
+                return Err(Error::Sandbox(format!(
+                    "{}: could not reset /tests and the rewards: {}",
+                    task.name,
+                    r.stderr.trim()
+                )));
+            }
+        } else {
+            for f in ["reward.txt", "reward.json"] {
+                sb.remove(&format!("/logs/verifier/{f}"))?;
+            }
+            sb.remove("/tests")?;
+            sb.put("/tests/.keep", b"", 0o644)?;
+            sb.remove("/tests/.keep")?;
         }
-        sb.remove("/tests")?;
-        sb.put("/tests/.keep", b"", 0o644)?;
-        sb.remove("/tests/.keep")?;
         put_all(sb, &step.tests)?;
         let mut exec = Exec::shell(&step.test_command).timeout(step.verifier_timeout);
         exec.env = step.verifier_env.clone();
         if self.offline {
-            install_offline_shims(sb)?;
+            install_offline_shims(sb, self.backend == BackendKind::Container)?;
             exec.env.insert(
                 "PATH".into(),
                 format!(
@@ -322,7 +442,7 @@ fn read_rewards(sb: &Sandbox) -> std::result::Result<Map<String, Value>, String>
 
 /// Stand-ins for the network installers test scripts use (apt-get, curl | sh for uv, uvx),
 /// so that `uvx --with pytest... pytest ARGS` runs the preinstalled `python3 -m pytest ARGS`.
-fn install_offline_shims(sb: &Sandbox) -> Result<()> {
+fn install_offline_shims(sb: &Sandbox, container: bool) -> Result<()> {
     let apt = "#!/bin/sh\necho \"nenyax offline mode: skipped apt-get $*\" >&2\nexit 0\n";
     let curl = "#!/bin/sh\ncase \"$*\" in *astral.sh*) echo 'nenyax offline mode: skipped the uv installer' >&2; exit 0;; esac\nexec /usr/bin/curl \"$@\"\n";
     let uvx = r#"#!/bin/bash
@@ -349,15 +469,44 @@ while [ $# -gt 0 ]; do
 done
 exec python3 -m pytest -p no:cacheprovider "${args[@]}"
 "#;
-    sb.put("/tmp/.nenyax/bin/apt-get", apt.as_bytes(), 0o755)?;
-    sb.put("/tmp/.nenyax/bin/apt", apt.as_bytes(), 0o755)?;
-    sb.put("/tmp/.nenyax/bin/curl", curl.as_bytes(), 0o755)?;
-    sb.put("/tmp/.nenyax/bin/uvx", uvx.as_bytes(), 0o755)?;
-    sb.put(
-        "/tmp/.local/bin/env",
-        b"# nenyax offline mode: uv is not installed\n",
-        0o644,
-    )?;
+    // Written on the host and uploaded as one directory: in a container each put is an
+    // engine call.
+    use std::os::unix::fs::PermissionsExt;
+    let host = tempfile::tempdir().map_err(|e| Error::io("harbor: make the offline shims", e))?;
+    let bin = host.path().join("bin");
+    let write = |name: &str, body: &str| -> Result<()> {
+        let p = bin.join(name);
+        std::fs::write(&p, body)
+            .and_then(|()| std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)))
+            .map_err(|e| Error::io(format!("harbor: write the offline shim {name}"), e))
+    };
+    std::fs::create_dir(&bin).map_err(|e| Error::io("harbor: make the offline shims", e))?;
+    write("apt-get", apt)?;
+    write("apt", apt)?;
+    write("curl", curl)?;
+    write("uvx", uvx)?;
+    sb.put_dir(&bin, "/tmp/.nenyax/bin")?;
+    // `source $HOME/.local/bin/env` after the uv installer: HOME is /tmp in a jail, /root in a
+    // container.
+    let env = b"# nenyax offline mode: uv is not installed\n";
+    if container {
+        let r = sb.exec(
+            &Exec::shell(
+                "mkdir -p /tmp/.local/bin /root/.local/bin && cat > /tmp/.local/bin/env \
+                 && cp /tmp/.local/bin/env /root/.local/bin/env",
+            )
+            .cwd("/")
+            .stdin(env.to_vec()),
+        )?;
+        if !r.ok() {
+            return Err(Error::Sandbox(format!(
+                "harbor: could not write the offline uv stand-in: {}",
+                r.stderr.trim()
+            )));
+        }
+    } else {
+        sb.put("/tmp/.local/bin/env", env, 0o644)?;
+    }
     Ok(())
 }
 
@@ -418,6 +567,19 @@ impl Environment for HarborEnv {
         traj.metadata.insert("agent".into(), json!(agent_name));
         traj.metadata
             .insert("sandbox".into(), json!(self.backend.name()));
+        let mut harbor = Map::new();
+        harbor.insert("backend".into(), json!(self.backend.name()));
+        if let Some(img) = self.built.get(&task.name) {
+            harbor.insert("image".into(), img.to_json());
+        }
+        harbor.insert("allow_internet".into(), json!(task.allow_internet));
+        if let Some(c) = task.cpus {
+            harbor.insert("cpus".into(), json!(c));
+        }
+        if let Some(m) = task.memory_mb {
+            harbor.insert("memory_mb".into(), json!(m));
+        }
+        traj.metadata.insert("harbor".into(), Value::Object(harbor));
         let sb = self.sandbox(task)?;
         let recording = match policy {
             Policy::Chat(model) => Some(
@@ -595,4 +757,102 @@ fn put_all(sb: &Sandbox, items: &[(PathBuf, String)]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The backend `asked` names (`auto`, `container`, `jail`) and why it runs.
+fn choose_backend(asked: &str) -> Result<(BackendKind, String)> {
+    let invalid = |expected: &str| Error::InvalidParameter {
+        driver: SCHEME.into(),
+        param: "backend".into(),
+        value: asked.into(),
+        expected: expected.into(),
+    };
+    if asked == "auto" {
+        return Ok(match BackendKind::Container.ready() {
+            Ok(()) => {
+                let engine = Engine::detect()?;
+                (
+                    BackendKind::Container,
+                    format!(
+                        "backend=auto and {} is ready, so each task runs in a container of its \
+                         Dockerfile's image",
+                        engine.kind().name()
+                    ),
+                )
+            }
+            Err(why) => (
+                BackendKind::Jail,
+                format!(
+                    "backend=auto fell back to the jail because the container backend is not \
+                     ready ({why})"
+                ),
+            ),
+        });
+    }
+    let kind = BackendKind::parse(asked)
+        .map_err(|_| invalid("`auto`, `container` (also `podman` or `docker`) or `jail`"))?;
+    match kind {
+        BackendKind::Container => {
+            BackendKind::Container.ready().map_err(|why| {
+                Error::Sandbox(format!(
+                    "harbor: backend={asked} was asked for, but the container backend is not \
+                     ready: {why}"
+                ))
+            })?;
+            Ok((kind, format!("backend={asked} was asked for")))
+        }
+        BackendKind::Jail => {
+            BackendKind::Jail.ready().map_err(|why| {
+                Error::Sandbox(format!(
+                    "harbor: backend=jail was asked for, but the jail cannot run here: {why}"
+                ))
+            })?;
+            Ok((
+                kind,
+                "backend=jail was asked for; the host's root file system stands in for the \
+                 task's image"
+                    .into(),
+            ))
+        }
+        BackendKind::Process => Err(invalid(
+            "`auto`, `container` or `jail`: Harbor tasks write and test absolute paths (/app, \
+             /tests, /logs) that only a jail or a container provides",
+        )),
+    }
+}
+
+/// The task's image: its Dockerfile built (or the cached build reused), its prebuilt image
+/// resolved, or the default base.
+fn task_image(engine: &Engine, t: &HarborTask) -> Result<BuiltImage> {
+    match &t.image {
+        TaskImage::Dockerfile {
+            path,
+            context,
+            timeout,
+        } => images::build(
+            engine,
+            &images::BuildSpec {
+                name: t.name.clone(),
+                dockerfile: path.clone(),
+                context: context.clone(),
+                timeout: *timeout,
+            },
+        ),
+        TaskImage::Prebuilt(name) => prebuilt(engine, &t.name, name),
+        TaskImage::Base => prebuilt(engine, &t.name, &crate::sandbox::default_image()),
+    }
+}
+
+fn prebuilt(engine: &Engine, task: &str, image: &str) -> Result<BuiltImage> {
+    let choice = images::resolve_base(engine, image).map_err(|e| match e {
+        Error::Sandbox(m) => Error::Sandbox(format!("harbor: task `{task}`: {m}")),
+        other => other,
+    })?;
+    Ok(BuiltImage {
+        tag: choice.used.clone(),
+        hash: String::new(),
+        bases: vec![choice],
+        reused: true,
+        log: PathBuf::new(),
+    })
 }

@@ -26,6 +26,36 @@ pub struct HarborTask {
     pub solution_env: BTreeMap<String, String>,
     /// The steps (one for a single-step task).
     pub steps: Vec<HarborStep>,
+    /// Why the jail cannot stand in for this task's image (a RUN that installs what the host
+    /// lacks, a prebuilt image, a system path); `None` when it can.
+    pub jail_problem: Option<String>,
+    /// The image the container backend runs: built from a Dockerfile, or prebuilt.
+    pub image: TaskImage,
+    /// `[environment] allow_internet` (Harbor's default: true): network while the agent and
+    /// the tests run. The image build always has network.
+    pub allow_internet: bool,
+    /// `[environment] cpus`.
+    pub cpus: Option<f64>,
+    /// `[environment] memory_mb`.
+    pub memory_mb: Option<u64>,
+}
+
+/// Where a task's container image comes from.
+#[derive(Debug, Clone)]
+pub enum TaskImage {
+    /// Built from this Dockerfile with this context, within the build timeout.
+    Dockerfile {
+        /// The Dockerfile.
+        path: PathBuf,
+        /// Its build context.
+        context: PathBuf,
+        /// `[environment] build_timeout_sec` (600 s by default).
+        timeout: Duration,
+    },
+    /// `[environment] docker_image`: a prebuilt image.
+    Prebuilt(String),
+    /// No Dockerfile and no image: the default base.
+    Base,
 }
 
 /// One step of a task.
@@ -154,15 +184,70 @@ fn load_harbor(dir: &Path, name: String) -> Result<HarborTask> {
         ))
     })?;
     let env_dir = dir.join("environment");
-    let mut image = if env_dir.join("Dockerfile").is_file() {
-        parse_dockerfile(dir, &env_dir.join("Dockerfile"), &env_dir)?
-    } else if get(&cfg, &["environment", "docker_image"]).is_some() {
-        return Err(needs_container(
-            &name,
-            "it names a prebuilt docker_image, which only a container backend can run",
-        ));
+    let build_timeout = secs(
+        get(&cfg, &["environment", "build_timeout_sec"]),
+        600.0,
+        &name,
+        "environment.build_timeout_sec",
+    )?;
+    let prebuilt = get(&cfg, &["environment", "docker_image"]).and_then(|v| v.as_str());
+    let (mut image, task_image) = if let Some(img) = prebuilt {
+        let jail_problem = Some(
+            needs_container(
+                &name,
+                "it names a prebuilt docker_image, which only a container backend can run",
+            )
+            .to_string(),
+        );
+        let image = Image {
+            jail_problem,
+            ..Image::default()
+        };
+        (image, TaskImage::Prebuilt(img.to_string()))
+    } else if env_dir.join("Dockerfile").is_file() {
+        (
+            parse_dockerfile(dir, &env_dir.join("Dockerfile"), &env_dir)?,
+            TaskImage::Dockerfile {
+                path: env_dir.join("Dockerfile"),
+                context: env_dir.clone(),
+                timeout: build_timeout,
+            },
+        )
     } else {
-        Image::default()
+        (Image::default(), TaskImage::Base)
+    };
+    let allow_internet = match get(&cfg, &["environment", "allow_internet"]) {
+        None => true,
+        Some(v) => v.as_bool().ok_or_else(|| {
+            Error::Environment(format!(
+                "harbor: task `{name}`: `environment.allow_internet` in task.toml is {v}; it \
+                 must be true or false"
+            ))
+        })?,
+    };
+    let cpus = match get(&cfg, &["environment", "cpus"]) {
+        None => None,
+        Some(v) => match v.as_float().or_else(|| v.as_integer().map(|i| i as f64)) {
+            Some(c) if c > 0.0 && c <= 1024.0 => Some(c),
+            _ => {
+                return Err(Error::Environment(format!(
+                    "harbor: task `{name}`: `environment.cpus` in task.toml is {v}; it must be \
+                     a number of CPUs above 0 and at most 1024"
+                )))
+            }
+        },
+    };
+    let memory_mb = match get(&cfg, &["environment", "memory_mb"]) {
+        None => None,
+        Some(v) => match v.as_integer() {
+            Some(m) if (6..=1 << 24).contains(&m) => Some(m as u64),
+            _ => {
+                return Err(Error::Environment(format!(
+                    "harbor: task `{name}`: `environment.memory_mb` in task.toml is {v}; it \
+                     must be a whole number of MiB from 6 to 16777216"
+                )))
+            }
+        },
     };
     if let Some(w) = get(&cfg, &["environment", "workdir"]).and_then(|v| v.as_str()) {
         image.workdir = Some(w.to_string());
@@ -172,7 +257,9 @@ fn load_harbor(dir: &Path, name: String) -> Result<HarborTask> {
     }
     let workdir = image.workdir.clone().unwrap_or_else(|| "/app".into());
     let mut extra_dirs = image.extra_dirs.clone();
-    top_dir(&workdir, &name, &mut extra_dirs)?;
+    if let Err(e) = top_dir(&workdir, &name, &mut extra_dirs) {
+        image.jail_problem.get_or_insert(e.to_string());
+    }
     let agent_default = get(&cfg, &["agent", "timeout_sec"]);
     let verifier_default = get(&cfg, &["verifier", "timeout_sec"]);
     let verifier_env = string_table(get(&cfg, &["verifier", "env"]));
@@ -279,6 +366,11 @@ fn load_harbor(dir: &Path, name: String) -> Result<HarborTask> {
         extra_dirs,
         solution_env: string_table(get(&cfg, &["solution", "env"])),
         steps,
+        jail_problem: image.jail_problem,
+        image: task_image,
+        allow_internet,
+        cpus,
+        memory_mb,
     })
 }
 
@@ -300,14 +392,23 @@ fn load_terminal_bench(dir: &Path, name: String) -> Result<HarborTask> {
     };
     let agent_timeout = timeout("max_agent_timeout_sec", 360.0)?;
     let verifier_timeout = timeout("max_test_timeout_sec", 60.0)?;
-    let image = if dir.join("Dockerfile").is_file() {
-        parse_dockerfile(dir, &dir.join("Dockerfile"), dir)?
+    let (mut image, task_image) = if dir.join("Dockerfile").is_file() {
+        (
+            parse_dockerfile(dir, &dir.join("Dockerfile"), dir)?,
+            TaskImage::Dockerfile {
+                path: dir.join("Dockerfile"),
+                context: dir.to_path_buf(),
+                timeout: Duration::from_secs(600),
+            },
+        )
     } else {
-        Image::default()
+        (Image::default(), TaskImage::Base)
     };
     let workdir = image.workdir.clone().unwrap_or_else(|| "/app".into());
     let mut extra_dirs = image.extra_dirs.clone();
-    top_dir(&workdir, &name, &mut extra_dirs)?;
+    if let Err(e) = top_dir(&workdir, &name, &mut extra_dirs) {
+        image.jail_problem.get_or_insert(e.to_string());
+    }
     let mut tests = Vec::new();
     if dir.join("tests").is_dir() {
         tests.push((dir.join("tests"), "/tests".to_string()));
@@ -341,6 +442,12 @@ fn load_terminal_bench(dir: &Path, name: String) -> Result<HarborTask> {
             workdir_files: None,
             healthcheck: None,
         }],
+        jail_problem: image.jail_problem,
+        image: task_image,
+        // Terminal-Bench's compose files give the container the network.
+        allow_internet: true,
+        cpus: None,
+        memory_mb: None,
     })
 }
 
@@ -383,6 +490,8 @@ struct Image {
     env: BTreeMap<String, String>,
     copies: Vec<(PathBuf, String)>,
     extra_dirs: Vec<String>,
+    /// The first reason the jail cannot stand in for the image.
+    jail_problem: Option<String>,
 }
 
 fn needs_container(task: &str, why: &str) -> Error {
@@ -498,7 +607,9 @@ fn parse_dockerfile(root: &Path, path: &Path, context: &Path) -> Result<Image> {
         match ins.to_ascii_uppercase().as_str() {
             "FROM" | "LABEL" | "CMD" | "ENTRYPOINT" | "ARG" | "SHELL" | "EXPOSE" => {}
             "WORKDIR" => {
-                top_dir(rest, &task, &mut img.extra_dirs)?;
+                if let Err(e) = top_dir(rest, &task, &mut img.extra_dirs) {
+                    img.jail_problem.get_or_insert(e.to_string());
+                }
                 img.workdir = Some(rest.to_string());
             }
             "ENV" => {
@@ -522,11 +633,18 @@ fn parse_dockerfile(root: &Path, path: &Path, context: &Path) -> Result<Image> {
                     .split_whitespace()
                     .filter(|w| !w.starts_with("--"))
                     .collect();
+                if rest.contains("--from=") {
+                    img.jail_problem.get_or_insert(
+                        needs_container(&task, &format!("`{l}` copies from another image"))
+                            .to_string(),
+                    );
+                    continue;
+                }
                 if words.len() < 2 || rest.contains("http://") || rest.contains("https://") {
-                    return Err(needs_container(
-                        &task,
-                        &format!("`{l}` is not a local copy"),
-                    ));
+                    img.jail_problem.get_or_insert(
+                        needs_container(&task, &format!("`{l}` is not a local copy")).to_string(),
+                    );
+                    continue;
                 }
                 let dst = words[words.len() - 1].to_string();
                 let dst = if dst.starts_with('/') {
@@ -537,7 +655,9 @@ fn parse_dockerfile(root: &Path, path: &Path, context: &Path) -> Result<Image> {
                         img.workdir.clone().unwrap_or_else(|| "/".into())
                     )
                 };
-                top_dir(&dst, &task, &mut img.extra_dirs)?;
+                if let Err(e) = top_dir(&dst, &task, &mut img.extra_dirs) {
+                    img.jail_problem.get_or_insert(e.to_string());
+                }
                 for src in &words[..words.len() - 1] {
                     let s = context_source(context, src).map_err(|why| {
                         Error::Environment(format!(
@@ -556,13 +676,16 @@ fn parse_dockerfile(root: &Path, path: &Path, context: &Path) -> Result<Image> {
                 }
             }
             "RUN" => {
-                run_is_satisfied(rest).map_err(|why| needs_container(&task, &why))?;
+                if img.jail_problem.is_none() {
+                    if let Err(why) = run_is_satisfied(rest) {
+                        img.jail_problem = Some(needs_container(&task, &why).to_string());
+                    }
+                }
             }
             other => {
-                return Err(needs_container(
-                    &task,
-                    &format!("the Dockerfile uses {other}"),
-                ));
+                img.jail_problem.get_or_insert(
+                    needs_container(&task, &format!("the Dockerfile uses {other}")).to_string(),
+                );
             }
         }
     }

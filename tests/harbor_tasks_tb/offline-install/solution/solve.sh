@@ -1,0 +1,3 @@
+#!/bin/bash
+set -euo pipefail
+dpkg -i /opt/debs/*.deb
