@@ -911,7 +911,7 @@ struct nenyax_error_t *nenyax_config_load(const char *path,
 // Create a sandbox. Options (may be NULL): {"backend": "process"|"jail"|"container" (default
 // process), "cpu_s", "memory_bytes", "open_files", "processes", "file_size_bytes", "wall_s",
 // "output_bytes", "network", "workdir", "root", "env": {..}, "extra_dirs": [..], "image",
-// "read_only_root", "keep_detached" (the last three for a container)}.
+// "read_only_root", "keep_detached", "cpus" (the last four for a container)}.
 struct nenyax_error_t *nenyax_sandbox_new(const char *options_json,
                                           size_t options_len,
                                           struct nenyax_sandbox_t **out);

@@ -553,3 +553,30 @@ fn keep_detached_lets_services_outlive_their_command_until_destroy() {
     let r = sb.sh("ps -eo args | grep -c '^sleep 300' || true").unwrap();
     assert_eq!(r.stdout.trim(), "0", "{r:?}");
 }
+
+/// `cpus` becomes the container's CFS quota (Harbor's `[environment] cpus`).
+#[test]
+fn cpus_become_the_containers_cpu_quota() {
+    if !container_ready() {
+        return;
+    }
+    let mut c = config();
+    c.cpus = Some(0.5);
+    let sb = Sandbox::create(c).unwrap();
+    let r = sb
+        .sh("cat /sys/fs/cgroup/cpu.max 2>/dev/null || cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us")
+        .unwrap();
+    let quota = r.stdout.split_whitespace().next().unwrap_or("");
+    assert_eq!(quota, "50000", "{r:?}");
+    let e = nenyax::sandbox::SandboxOptions {
+        cpus: Some(-1.0),
+        ..Default::default()
+    }
+    .config()
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("cpus must be a number of CPUs above 0"),
+        "{e}"
+    );
+}

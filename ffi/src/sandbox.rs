@@ -25,7 +25,7 @@ unsafe fn sandbox_ref<'a>(sb: *const nenyax_sandbox_t) -> FfiResult<&'a Sandbox>
 /// Create a sandbox. Options (may be NULL): {"backend": "process"|"jail"|"container" (default
 /// process), "cpu_s", "memory_bytes", "open_files", "processes", "file_size_bytes", "wall_s",
 /// "output_bytes", "network", "workdir", "root", "env": {..}, "extra_dirs": [..], "image",
-/// "read_only_root", "keep_detached" (the last three for a container)}.
+/// "read_only_root", "keep_detached", "cpus" (the last four for a container)}.
 #[no_mangle]
 pub unsafe extern "C" fn nenyax_sandbox_new(
     options_json: *const c_char,

@@ -205,6 +205,9 @@ impl Container {
         if let Some(p) = l.processes {
             args.extend(["--pids-limit".into(), p.max(1).to_string()]);
         }
+        if let Some(n) = config.cpus {
+            args.extend(["--cpus".into(), format!("{n}")]);
+        }
         let owner = if config.root { "0:0" } else { NOBODY };
         let mut made: Vec<String> = dirs.clone();
         if !made.contains(&workdir) && workdir != "/" {

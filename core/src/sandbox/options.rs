@@ -33,7 +33,7 @@ fn timeout_s<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Dura
 /// Sandbox options: {"backend": "process"|"jail" (default process), "cpu_s", "memory_bytes",
 /// "open_files", "processes", "file_size_bytes", "wall_s", "output_bytes", "network",
 /// "workdir", "root", "env": {..}, "extra_dirs": [..], "image", "read_only_root",
-/// "keep_detached"}; absent fields
+/// "keep_detached", "cpus"}; absent fields
 /// keep the defaults.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -73,6 +73,8 @@ pub struct SandboxOptions {
     pub read_only_root: Option<bool>,
     /// Background processes outlive their command (container only).
     pub keep_detached: Option<bool>,
+    /// CPUs at once (container only).
+    pub cpus: Option<f64>,
 }
 
 impl SandboxOptions {
@@ -100,6 +102,15 @@ impl SandboxOptions {
         c.image = self.image;
         c.read_only_root = self.read_only_root.unwrap_or(false);
         c.keep_detached = self.keep_detached.unwrap_or(false);
+        if let Some(n) = self.cpus {
+            if !(n.is_finite() && n > 0.0 && n <= crate::limits::MAX_THREADS as f64) {
+                return Err(crate::error::Error::Sandbox(format!(
+                    "cpus must be a number of CPUs above 0 and at most {}, got {n}",
+                    crate::limits::MAX_THREADS
+                )));
+            }
+            c.cpus = Some(n);
+        }
         Ok(c)
     }
 }

@@ -144,6 +144,9 @@ pub struct SandboxConfig {
     /// destroyed (container only): Harbor tasks start services that their tests then talk to.
     /// A command that runs past its timeout is still killed with everything it started.
     pub keep_detached: bool,
+    /// CPUs the container may use at once, as a CFS quota (container only; e.g. Harbor's
+    /// `[environment] cpus`); `None`: no quota.
+    pub cpus: Option<f64>,
 }
 
 impl SandboxConfig {
@@ -160,6 +163,7 @@ impl SandboxConfig {
             image: None,
             read_only_root: false,
             keep_detached: false,
+            cpus: None,
         }
     }
 }

@@ -281,6 +281,9 @@ impl HarborEnv {
         cfg.env = task.env.clone();
         cfg.network = task.allow_internet;
         cfg.root = true;
+        // Services the agent starts are still there for the tests, as in Harbor's containers.
+        cfg.keep_detached = true;
+        cfg.cpus = task.cpus;
         cfg.limits.wall = Duration::from_secs(3600);
         if let Some(mb) = task.memory_mb {
             cfg.limits.memory_bytes = Some(mb << 20);
