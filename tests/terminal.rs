@@ -375,7 +375,23 @@ fn solves_the_vault_in_tmux_mode(uri: &str) {
 #[test]
 fn a_scripted_model_opens_the_vault_in_a_jail_terminal() {
     if jail_ready() {
-        solves_the_vault_in_tmux_mode(&format!("harbor:{}", vault_dir()));
+        solves_the_vault_in_tmux_mode(&format!("harbor:{}?backend=jail", vault_dir()));
+    }
+}
+
+/// The same task built from its Dockerfile and run in a container, as Harbor runs it.
+#[test]
+fn a_scripted_model_opens_the_vault_in_a_container_terminal() {
+    if container_ready() {
+        let uri = format!("harbor:{}?backend=container", vault_dir());
+        let env = load(&uri).unwrap();
+        assert_eq!(
+            env.manifest().extra["sandbox"]["backend"],
+            "container",
+            "{:?}",
+            env.manifest().extra
+        );
+        solves_the_vault_in_tmux_mode(&uri);
     }
 }
 
@@ -385,7 +401,10 @@ fn bash_mode_cannot_open_the_vault() {
         return;
     }
     let t = vault_rollout(
-        &format!("harbor:{}?terminal=bash&max_turns=6", vault_dir()),
+        &format!(
+            "harbor:{}?backend=jail&terminal=bash&max_turns=6",
+            vault_dir()
+        ),
         3,
     );
     assert!(t.error.is_none(), "{:?}", t.error);
