@@ -75,7 +75,7 @@ impl BackendKind {
             }
             BackendKind::Container => {
                 "Podman (or a Docker daemon) and a local base image: `nenyax setup container` \
-                 installs and configures them"
+                 installs and configures Podman, `nenyax images bootstrap` makes the image"
             }
         }
     }
