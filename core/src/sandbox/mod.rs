@@ -135,6 +135,10 @@ pub fn select(level: Level) -> Result<Selection> {
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
+/// Set by the first warm pool (pool.rs): takes a dropped pooled sandbox's emptied directories
+/// back for reuse. A hook, not a call, so that this module does not depend on the pool's.
+static RECYCLE: std::sync::OnceLock<fn(&mut Sandbox)> = std::sync::OnceLock::new();
+
 /// A live sandbox. Dropping it destroys it (kills what is left and removes its files).
 #[derive(Debug)]
 pub struct Sandbox {
@@ -431,6 +435,9 @@ impl Drop for Sandbox {
     fn drop(&mut self) {
         if self.ran.load(Ordering::Relaxed) {
             process::kill_marked(&self.id);
+        }
+        if let Some(take_back) = RECYCLE.get() {
+            take_back(self);
         }
     }
 }
