@@ -57,10 +57,13 @@ enum Command {
         /// Print JSON instead of a table
         #[arg(long)]
         json: bool,
+        /// First remove containers and images a crashed run left (their owner process is dead)
+        #[arg(long)]
+        sweep: bool,
     },
     /// Check which isolation promises a sandbox backend keeps (exit 1 if any does not hold)
     SandboxCheck {
-        /// Backend: process or jail
+        /// Backend: process, jail or container
         backend: String,
         /// Print JSON instead of a table
         #[arg(long)]
@@ -359,7 +362,20 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Sandboxes { json } => {
+        Command::Sandboxes { json, sweep } => {
+            if sweep {
+                let swept = nenyax::sandbox::sweep_containers()?;
+                eprintln!(
+                    "swept {} containers and {} images left by crashed runs{}",
+                    swept.containers.len(),
+                    swept.images.len(),
+                    if swept.containers.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", swept.containers.join(", "))
+                    }
+                );
+            }
             let list = nenyax::sandbox::backends();
             if json {
                 outln!(
@@ -377,6 +393,18 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                     )?;
                     if let Some(w) = b.why_not {
                         outln!("{:<10} {:<10} {:<6} not ready: {w}", "", "", "")?;
+                    } else if b.name == "container" {
+                        if let Ok(e) = nenyax::sandbox::engine::Engine::detect() {
+                            outln!(
+                                "{:<10} {:<10} {:<6} engine: {} ({}), default image: {}",
+                                "",
+                                "",
+                                "",
+                                e.kind().name(),
+                                e.program().display(),
+                                nenyax::sandbox::default_image()
+                            )?;
+                        }
                     }
                 }
             }

@@ -306,8 +306,9 @@ fn test_nemo_gym_tool() {
     );
 }
 
-/// Sandboxes from C, and a Harbor task (Harbor's simple-task example) with oracle and nop
-/// when the jail backend is ready here.
+/// Sandboxes from C, the container backend when it is ready (required with
+/// NENYAX_REQUIRE_CONTAINER=1), and a Harbor task (Harbor's simple-task example) with oracle and
+/// nop when the jail backend is ready here.
 #[test]
 fn test_sandbox() {
     let task = root().join("tests/harbor_tasks/simple-task");
@@ -317,12 +318,24 @@ fn test_sandbox() {
     } else {
         String::new()
     };
+    let container = container_support::container_ready();
     run_c_program_with(
         "test_sandbox",
         Link::Shared,
-        &[("NENYAX_TEST_HARBOR_TASK", task)],
+        &[
+            ("NENYAX_TEST_HARBOR_TASK", task),
+            (
+                "NENYAX_TEST_CONTAINER",
+                if container { "1" } else { "0" }.into(),
+            ),
+        ],
     );
 }
+
+// The support module names the library `nenyax`, as the workspace's tests do.
+extern crate nenyax_core as nenyax;
+#[path = "../../tests/support/container.rs"]
+mod container_support;
 
 /// A new program in tests/c/ must be listed above, or it would silently never run.
 #[test]

@@ -159,7 +159,7 @@ fn detached_child(kind: BackendKind) -> Result<(bool, String)> {
 fn scrubbed_env(kind: BackendKind) -> Result<(bool, String)> {
     let sb = with(kind, |_| {})?;
     let r = sb.sh("env | cut -d= -f1 | sort | tr '\\n' ' '")?;
-    let allowed = [
+    let mut allowed = vec![
         "HOME",
         "LANG",
         "NENYAX_SANDBOX",
@@ -170,6 +170,16 @@ fn scrubbed_env(kind: BackendKind) -> Result<(bool, String)> {
         "TMPDIR",
         "_",
     ];
+    if kind == BackendKind::Container {
+        // What the engine sets in every container, and the markers the host kills by.
+        allowed.extend([
+            "HOSTNAME",
+            "TERM",
+            "container",
+            "NENYAX_CONTAINER",
+            "NENYAX_EXEC",
+        ]);
+    }
     let extra: Vec<&str> = r
         .stdout
         .split_whitespace()
@@ -407,8 +417,317 @@ fn own_hostname_and_ipc(kind: BackendKind) -> Result<(bool, String)> {
     ))
 }
 
+/// A 1 GiB buffer under a 256 MiB memory limit: `tail` keeps a line without end in memory, so
+/// it grows until the limit stops it; 16 MiB must still work (the limit is not just broken).
+fn container_memory(kind: BackendKind) -> Result<(bool, String)> {
+    let sb = with(kind, |c| c.limits.memory_bytes = Some(256 << 20))?;
+    let r = sb.sh(
+        "head -c 1073741824 /dev/zero | tail -n 1 | wc -c; echo $?; head -c 16777216 /dev/zero | tail -n 1 | wc -c",
+    )?;
+    let lines: Vec<&str> = r.stdout.lines().map(str::trim).collect();
+    let big_held = lines.first().is_some_and(|n| *n != "1073741824");
+    let small_ok = lines.get(2) == Some(&"16777216");
+    Ok((
+        big_held && small_ok,
+        format!(
+            "1 GiB held in memory under a 256 MiB limit: {} bytes got through; 16 MiB: {}",
+            lines.first().unwrap_or(&"?"),
+            lines.get(2).unwrap_or(&"?")
+        ),
+    ))
+}
+
+/// Descriptors opened by bash until the limit of 32 refuses one.
+fn container_open_files(kind: BackendKind) -> Result<(bool, String)> {
+    let sb = with(kind, |c| c.limits.open_files = Some(32))?;
+    let r = sb.sh(
+        "for i in $(seq 3 1000); do eval \"exec $i</dev/null\" 2>/dev/null || break; done; echo $((i - 3))",
+    )?;
+    let n: usize = r.stdout.trim().parse().unwrap_or(usize::MAX);
+    Ok((n < 32, format!("opened {n} files under a limit of 32")))
+}
+
+/// A fork bomb (perl, which every Debian image has) under a limit of 20 processes.
+fn container_processes(kind: BackendKind) -> Result<(bool, String)> {
+    let sb = with(kind, |c| c.limits.processes = Some(20))?;
+    let r = sb.exec(
+        &Exec::argv([
+            "perl",
+            "-e",
+            "my $n = 0; for (1..200) { my $p = fork(); next unless defined $p; if ($p == 0) { sleep 2; exit 0 } $n++ } print \"$n\\n\"",
+        ])
+        .timeout(Duration::from_secs(20)),
+    )?;
+    let n: usize = r.stdout.trim().parse().unwrap_or(usize::MAX);
+    Ok((
+        n < 20,
+        format!("{n} of 200 forks succeeded under a limit of 20"),
+    ))
+}
+
+/// The host's address other than loopback, learnt from the route a UDP socket would take (no
+/// packet is sent).
+fn host_address() -> Option<std::net::IpAddr> {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    s.connect("192.0.2.1:9").ok()?;
+    let ip = s.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+}
+
+/// No interface but loopback, the host's listeners (on its loopback and its own address) out
+/// of reach, and no name resolution.
+fn container_no_network(kind: BackendKind) -> Result<(bool, String)> {
+    let sb = with(kind, |_| {})?;
+    let listener = std::net::TcpListener::bind("0.0.0.0:0")
+        .map_err(|e| crate::error::Error::io("binding a probe listener", e))?;
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+    let mut targets = vec!["127.0.0.1".to_string()];
+    if let Some(ip) = host_address() {
+        targets.push(ip.to_string());
+    }
+    let mut script = String::from(
+        "cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' ' | tr '\\n' ' '; echo\n",
+    );
+    for t in &targets {
+        script += &format!(
+            "timeout 5 bash -c 'exec 3<>/dev/tcp/{t}/{port}' 2>/dev/null && echo reached || echo refused\n"
+        );
+    }
+    script += "timeout 5 getent hosts deb.debian.org >/dev/null 2>&1 && echo resolved || echo unresolved\n";
+    let r = sb.sh(&script)?;
+    let lines: Vec<&str> = r.stdout.lines().map(str::trim).collect();
+    let ifs = lines.first().copied().unwrap_or("");
+    let reached = lines
+        .iter()
+        .skip(1)
+        .take(targets.len())
+        .any(|l| *l != "refused");
+    let dns = lines.get(1 + targets.len()).copied().unwrap_or("?");
+    Ok((
+        ifs == "lo" && !reached && dns == "unresolved",
+        format!(
+            "interfaces: {ifs}; the host's listener at {} port {port}: {}; DNS: {dns}",
+            targets.join(" and "),
+            lines
+                .iter()
+                .skip(1)
+                .take(targets.len())
+                .copied()
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    ))
+}
+
+/// With `read_only_root`, even root cannot write `/usr`, while the private directories stay
+/// writable; without it, the sandbox user cannot write `/usr` either.
+fn read_only_root(kind: BackendKind) -> Result<(bool, String)> {
+    let ro = with(kind, |c| {
+        c.read_only_root = true;
+        c.root = true;
+    })?;
+    let r = ro.sh(
+        "touch /usr/nenyax-probe 2>&1 | sed 's/.*: //'; for d in /app /tests /logs /tmp /solution; do echo x > $d/probe || exit 1; done && echo private-ok",
+    )?;
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    let refused = lines.first().copied().unwrap_or("");
+    let private_ok = lines.last() == Some(&"private-ok");
+    let rw = with(kind, |_| {})?;
+    let nobody = rw.sh("touch /usr/nenyax-probe 2>/dev/null && echo written || echo refused")?;
+    Ok((
+        refused.contains("Read-only") && private_ok && nobody.stdout.trim() == "refused",
+        format!(
+            "root writing /usr of a read-only root: {}; private directories writable: {}; the \
+             sandbox user writing /usr: {}",
+            refused.trim(),
+            if private_ok { "yes" } else { "no" },
+            nobody.stdout.trim()
+        ),
+    ))
+}
+
+/// The private directories exist, are writable by the sandbox user, and the workdir is /app.
+fn container_private_dirs(kind: BackendKind) -> Result<(bool, String)> {
+    let sb = with(kind, |_| {})?;
+    let r = sb.sh("for d in /app /tests /logs /tmp /solution; do echo x > $d/probe || exit 1; done; pwd; id -u")?;
+    Ok((
+        r.ok() && r.stdout == "/app\n65534\n",
+        format!(
+            "wrote /app /tests /logs /tmp /solution as uid {}; workdir {}",
+            r.stdout.lines().nth(1).unwrap_or("?"),
+            r.stdout.lines().next().unwrap_or("?")
+        ),
+    ))
+}
+
+/// A file made in a host temporary directory is not visible in the container, and its PID 1
+/// is the container's init, not the host's.
+fn no_host_paths(kind: BackendKind) -> Result<(bool, String)> {
+    let dir = tempfile::tempdir()
+        .map_err(|e| crate::error::Error::io("sandbox-check: a host marker directory", e))?;
+    let marker = dir.path().join("host-marker");
+    std::fs::write(&marker, "host\n")
+        .map_err(|e| crate::error::Error::io("sandbox-check: write a host marker", e))?;
+    let sb = with(kind, |c| c.root = true)?;
+    let r = sb.sh(&format!(
+        "cat {} 2>/dev/null || echo absent; tr '\\0' ' ' < /proc/1/cmdline; echo",
+        marker.display()
+    ))?;
+    let host_init = std::fs::read("/proc/1/cmdline").unwrap_or_default();
+    let host_init = String::from_utf8_lossy(&host_init).replace('\0', " ");
+    let lines: Vec<&str> = r.stdout.lines().map(str::trim).collect();
+    let seen = lines.first().copied().unwrap_or("?");
+    let init = lines.get(1).copied().unwrap_or("");
+    Ok((
+        seen == "absent" && !init.is_empty() && init != host_init.trim(),
+        format!(
+            "host file {}: {seen} inside; PID 1 is `{init}` (the host's: `{}`)",
+            marker.display(),
+            host_init.trim()
+        ),
+    ))
+}
+
+/// Whether a container of this name still exists in the engine, and how many processes of it
+/// the host still runs.
+fn container_left(name: &str) -> (bool, usize) {
+    let exists = super::engine::Engine::detect()
+        .map(|e| {
+            e.command()
+                .args(["container", "inspect", "--format", "{{.Id}}", name])
+                .output()
+                .map(|o| o.status.success())
+                .unwrap_or(false)
+        })
+        .unwrap_or(false);
+    let needle = format!("NENYAX_CONTAINER={name}\0");
+    let running = std::fs::read_dir("/proc")
+        .map(|d| {
+            d.flatten()
+                .filter(|e| {
+                    std::fs::read(e.path().join("environ"))
+                        .map(|env| env.windows(needle.len()).any(|w| w == needle.as_bytes()))
+                        .unwrap_or(false)
+                })
+                .count()
+        })
+        .unwrap_or(0);
+    (exists, running)
+}
+
+/// Wait up to 10 s for a container to be gone with nothing of it running.
+fn gone_soon(name: &str) -> (bool, usize) {
+    let t0 = Instant::now();
+    loop {
+        let (exists, running) = container_left(name);
+        if (!exists && running == 0) || t0.elapsed() > Duration::from_secs(10) {
+            return (exists, running);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A container killed from outside in the middle of a command: the command fails, and nothing
+/// of it is left; a destroyed sandbox leaves no container and no process.
+fn cleanup_after_kill(kind: BackendKind) -> Result<(bool, String)> {
+    let sb = with(kind, |_| {})?;
+    let name = sb.container_name().unwrap_or_default().to_string();
+    let engine = super::engine::Engine::detect()?;
+    let killer = {
+        let (engine, name) = (engine.clone(), name.clone());
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(500));
+            engine.run(&["kill", &name], "kill the container from outside")
+        })
+    };
+    let r = sb.exec(&Exec::shell("sleep 30; echo survived").timeout(Duration::from_secs(20)));
+    let kill = killer.join().map_err(|_| {
+        crate::error::Error::Sandbox("sandbox-check: the killer thread panicked".into())
+    })?;
+    let outcome = match &r {
+        Err(e) => format!("the command failed: {e}"),
+        Ok(r) => format!("the command returned ({})", Killed::describe(r.killed)),
+    };
+    let failed = match &r {
+        Err(_) => true,
+        Ok(r) => !r.ok() && !r.stdout.contains("survived"),
+    };
+    let next = sb.sh("true").is_err();
+    drop(sb);
+    let (exists, running) = gone_soon(&name);
+    let sb2 = with(kind, |_| {})?;
+    let name2 = sb2.container_name().unwrap_or_default().to_string();
+    sb2.sh("sleep 60 >/dev/null 2>&1 &")?;
+    sb2.destroy()?;
+    let (exists2, running2) = gone_soon(&name2);
+    Ok((
+        kill.is_ok() && failed && next && !exists && running == 0 && !exists2 && running2 == 0,
+        format!(
+            "killed mid-command: {outcome}; the next command {}; afterwards the container {} \
+             with {running} processes; a destroyed sandbox's container {} with {running2} \
+             processes",
+            if next { "failed" } else { "ran" },
+            if exists { "exists" } else { "is gone" },
+            if exists2 { "exists" } else { "is gone" },
+        ),
+    ))
+}
+
+/// A file written in a fork is not in its parent and one written in the parent after the fork
+/// is not in the fork; what was there before the fork is in both.
+fn fork_isolation(kind: BackendKind) -> Result<(bool, String)> {
+    let mut seen = Vec::new();
+    let mut held = true;
+    for ro in [false, true] {
+        let parent = with(kind, |c| c.read_only_root = ro)?;
+        parent.sh("echo before > /app/before; echo t > /tmp/t")?;
+        let child = parent.fork()?;
+        child.sh("echo child > /app/child")?;
+        parent.sh("echo parent > /app/parent")?;
+        let has = |sb: &Sandbox, f: &str| sb.get(f).is_ok();
+        let ok = has(&child, "/app/before")
+            && has(&child, "/tmp/t")
+            && !has(&parent, "/app/child")
+            && !has(&child, "/app/parent");
+        held &= ok;
+        seen.push(format!(
+            "{}: {}",
+            if ro {
+                "read-only root"
+            } else {
+                "writable root"
+            },
+            if ok {
+                "files before the fork in both, files after it in one only"
+            } else {
+                "a file crossed between fork and parent"
+            }
+        ));
+    }
+    Ok((held, seen.join("; ")))
+}
+
 /// The promises a backend makes, in order.
 pub fn promises(kind: BackendKind) -> Vec<(&'static str, Probe)> {
+    if kind == BackendKind::Container {
+        return vec![
+            ("wall_timeout", wall_timeout),
+            ("cpu_limit", cpu_limit),
+            ("memory_limit", container_memory),
+            ("open_files_limit", container_open_files),
+            ("process_limit", container_processes),
+            ("file_size_limit", file_size_limit),
+            ("output_cap", output_cap),
+            ("detached_child_killed", detached_child),
+            ("scrubbed_environment", scrubbed_env),
+            ("no_network", container_no_network),
+            ("read_only_root", read_only_root),
+            ("private_dirs", container_private_dirs),
+            ("no_host_paths", no_host_paths),
+            ("cleanup_after_kill", cleanup_after_kill),
+            ("fork_isolation", fork_isolation),
+        ];
+    }
     let mut p: Vec<(&'static str, Probe)> = vec![
         ("wall_timeout", wall_timeout),
         ("cpu_limit", cpu_limit),

@@ -2,7 +2,7 @@
 //!
 //! One contract ([`Sandbox`]: create, exec, files, fork, destroy) over backends of increasing
 //! isolation (`none < process < jail < container < microvm`). [`select`] picks the lightest
-//! ready backend that is safe enough and says why the others were skipped. Two backends exist:
+//! ready backend that is safe enough and says why the others were skipped. Three backends exist:
 //!
 //! - `process`: its own session and process group, rlimits (CPU seconds, address space, open
 //!   files, process count, file size), a wall timeout that kills the whole group, a private
@@ -11,10 +11,13 @@
 //!   with the host root read-only, a private minimal `/dev`, a fresh `/proc`, and private
 //!   writable `/app`, `/tests`, `/logs`, `/tmp` and `/solution`; `root: true` is root of a user
 //!   namespace. Needs root (or `CAP_SYS_ADMIN`).
+//! - `container`: one long-lived container of an image per sandbox, run by Podman or Docker
+//!   (container.rs); sandbox paths are the container's own, and fork is a commit.
 //!
 //! See docs/sandbox.md for what each promise means and how `nenyax sandbox-check` proves it.
 
 pub mod check;
+mod container;
 pub mod engine;
 mod options;
 pub mod pool;
@@ -33,6 +36,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 
 pub use check::{sandbox_check, SandboxReport};
+pub use container::{default_image, sweep as sweep_containers, Swept, DEFAULT_IMAGE, IMAGE_ENV};
 pub use options::{ExecOptions, SandboxOptions};
 pub use pool::WarmPool;
 pub use spec::{
@@ -46,9 +50,7 @@ impl BackendKind {
         match self {
             BackendKind::Process => Ok(()),
             BackendKind::Jail => process::jail_ready(),
-            BackendKind::Container => engine::Engine::detect()
-                .map(|_| ())
-                .map_err(|e| e.to_string()),
+            BackendKind::Container => container::ready(),
         }
     }
 }
@@ -110,8 +112,9 @@ pub fn select(level: Level) -> Result<Selection> {
             skipped.push((
                 info.name,
                 format!(
-                    "{:?} isolation is below the {level:?} asked for",
-                    info.level
+                    "{} isolation is below the {} asked for",
+                    level_name(info.level),
+                    level_name(level)
                 ),
             ));
             continue;
@@ -127,10 +130,19 @@ pub fn select(level: Level) -> Result<Selection> {
     }
     let why: Vec<String> = skipped.iter().map(|(n, w)| format!("{n}: {w}")).collect();
     Err(Error::Sandbox(format!(
-        "no sandbox backend at {level:?} isolation or above is ready here ({}); run \
+        "no sandbox backend at {} isolation or above is ready here ({}); run \
          `nenyax sandboxes` to see what each needs",
+        level_name(level),
         why.join("; ")
     )))
+}
+
+/// An isolation level in words (its serialized name).
+fn level_name(level: Level) -> String {
+    serde_json::to_value(level)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_else(|| "unknown".into())
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
@@ -144,9 +156,41 @@ static RECYCLE: std::sync::OnceLock<fn(&mut Sandbox)> = std::sync::OnceLock::new
 pub struct Sandbox {
     config: SandboxConfig,
     id: String,
-    dir: tempfile::TempDir,
-    /// Set once a command ran: only then can processes be left to sweep on destroy.
-    ran: std::sync::atomic::AtomicBool,
+    inner: Inner,
+}
+
+/// Where a sandbox lives: a host directory (process and jail) or a container.
+#[derive(Debug)]
+enum Inner {
+    Host {
+        dir: tempfile::TempDir,
+        /// Set once a command ran: only then can processes be left to sweep on destroy.
+        ran: std::sync::atomic::AtomicBool,
+    },
+    Container(container::Container),
+}
+
+fn next_id() -> String {
+    format!(
+        "{}-{}",
+        std::process::id(),
+        NEXT_ID.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn check_extra_dirs(config: &SandboxConfig) -> Result<()> {
+    for d in &config.extra_dirs {
+        if d.is_empty()
+            || d.contains('/')
+            || d.starts_with('.')
+            || PRIVATE_DIRS.contains(&d.as_str())
+        {
+            return Err(Error::Sandbox(format!(
+                "extra directory `{d}` must be one plain top-level name (e.g. `skills`), not a path"
+            )));
+        }
+    }
+    Ok(())
 }
 
 impl Sandbox {
@@ -158,10 +202,15 @@ impl Sandbox {
                 config.backend.name()
             )));
         }
+        check_extra_dirs(&config)?;
         if config.backend == BackendKind::Container {
-            return Err(Error::Sandbox(
-                "the container sandbox backend is being written (issue 17)".into(),
-            ));
+            let id = next_id();
+            let c = container::Container::create(&config, &id, None)?;
+            return Ok(Sandbox {
+                config,
+                id,
+                inner: Inner::Container(c),
+            });
         }
         if config.root && config.backend == BackendKind::Jail {
             if let Err(why) = process::user_namespace_ready() {
@@ -177,17 +226,6 @@ impl Sandbox {
             .map_err(|e| io_err("create the sandbox directory", e))?;
         fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755))
             .map_err(|e| io_err("chmod the sandbox directory", e))?;
-        for d in &config.extra_dirs {
-            if d.is_empty()
-                || d.contains('/')
-                || d.starts_with('.')
-                || PRIVATE_DIRS.contains(&d.as_str())
-            {
-                return Err(Error::Sandbox(format!(
-                    "extra directory `{d}` must be one plain top-level name (e.g. `skills`), not a path"
-                )));
-            }
-        }
         for d in PRIVATE_DIRS
             .iter()
             .chain([".root"].iter())
@@ -197,25 +235,20 @@ impl Sandbox {
             let p = dir.path().join(&d);
             fs::create_dir(&p).map_err(|e| io_err(&format!("create {}", p.display()), e))?;
         }
-        let id = format!(
-            "{}-{}",
-            std::process::id(),
-            NEXT_ID.fetch_add(1, Ordering::Relaxed)
-        );
         let sb = Sandbox {
             config,
-            id,
-            dir,
-            ran: std::sync::atomic::AtomicBool::new(false),
+            id: next_id(),
+            inner: Inner::Host {
+                dir,
+                ran: std::sync::atomic::AtomicBool::new(false),
+            },
         };
+        let base = dir_of(&sb.inner).to_path_buf();
         for d in sb.private_dirs() {
-            sb.chown(&sb.dir.path().join(d))?;
+            sb.chown(&base.join(d))?;
         }
-        fs::set_permissions(
-            sb.dir.path().join("tmp"),
-            fs::Permissions::from_mode(0o1777),
-        )
-        .map_err(|e| io_err("chmod tmp", e))?;
+        fs::set_permissions(base.join("tmp"), fs::Permissions::from_mode(0o1777))
+            .map_err(|e| io_err("chmod tmp", e))?;
         Ok(sb)
     }
 
@@ -239,15 +272,37 @@ impl Sandbox {
         &self.id
     }
 
-    /// The host directory holding the private directories.
-    pub fn host_dir(&self) -> &Path {
-        self.dir.path()
+    /// The host directory holding the private directories; `None` for a container, whose
+    /// files live in the engine's storage.
+    pub fn host_dir(&self) -> Option<&Path> {
+        match &self.inner {
+            Inner::Host { dir, .. } => Some(dir.path()),
+            Inner::Container(_) => None,
+        }
+    }
+
+    /// The container's name in its engine (container backend only).
+    pub fn container_name(&self) -> Option<&str> {
+        match &self.inner {
+            Inner::Container(c) => Some(c.name()),
+            Inner::Host { .. } => None,
+        }
     }
 
     /// Where a sandbox path lives on the host. Absolute paths must lie in one of the private
     /// directories (`/app`, `/tests`, `/logs`, `/tmp`, `/solution`); relative ones are taken
-    /// from the workdir. `..` is refused.
+    /// from the workdir. `..` is refused. A container's files are not on the host: an error.
     pub fn host_path(&self, path: &str) -> Result<PathBuf> {
+        let dir = match &self.inner {
+            Inner::Host { dir, .. } => dir.path(),
+            Inner::Container(c) => {
+                return Err(Error::Sandbox(format!(
+                    "sandbox path `{path}` has no host path: the files of container `{}` live \
+                     in the container; use get, put and list",
+                    c.name()
+                )))
+            }
+        };
         let full = if path.starts_with('/') {
             path.to_string()
         } else {
@@ -268,7 +323,7 @@ impl Sandbox {
         }
         match parts.first() {
             Some(first) if self.private_dirs().any(|d| d == first) => {
-                let mut out = self.dir.path().to_path_buf();
+                let mut out = dir.to_path_buf();
                 out.extend(parts);
                 Ok(out)
             }
@@ -281,11 +336,15 @@ impl Sandbox {
 
     /// Run a command.
     pub fn exec(&self, exec: &Exec) -> Result<ExecResult> {
-        self.ran.store(true, Ordering::Relaxed);
+        let (dir, ran) = match &self.inner {
+            Inner::Host { dir, ran } => (dir.path(), ran),
+            Inner::Container(c) => return c.exec(&self.config, &self.id, exec),
+        };
+        ran.store(true, Ordering::Relaxed);
         let host_path = |p: &str| self.host_path(p);
         let job = process::Job {
             config: &self.config,
-            host_dir: self.host_dir(),
+            host_dir: dir,
             id: &self.id,
             run_as: self.run_as(),
             private_dirs: self.private_dirs().collect(),
@@ -301,6 +360,9 @@ impl Sandbox {
 
     /// Write a file (creating parent directories) with the given Unix mode.
     pub fn put(&self, path: &str, data: &[u8], mode: u32) -> Result<()> {
+        if let Inner::Container(c) = &self.inner {
+            return c.put(&self.container_path(path)?, data, mode);
+        }
         let host = self.host_path(path)?;
         if let Some(parent) = host.parent() {
             self.mkdirs(parent)?;
@@ -313,6 +375,9 @@ impl Sandbox {
 
     /// Copy a host directory's contents into a sandbox directory (modes kept).
     pub fn put_dir(&self, host: &Path, path: &str) -> Result<()> {
+        if let Inner::Container(c) = &self.inner {
+            return c.put_dir(host, &self.container_path(path)?);
+        }
         let dst = self.host_path(path)?;
         self.mkdirs(&dst)?;
         copy_tree(host, &dst, &|p| self.chown(p))
@@ -320,6 +385,9 @@ impl Sandbox {
 
     /// Read a file.
     pub fn get(&self, path: &str) -> Result<Vec<u8>> {
+        if let Inner::Container(c) = &self.inner {
+            return c.get(&self.container_path(path)?);
+        }
         let host = self.host_path(path)?;
         crate::limits::read_file(&host, &crate::limits::SANDBOX_FILE)
             .map_err(|e| e.into_error(format!("sandbox: could not read sandbox file {path}")))
@@ -327,6 +395,9 @@ impl Sandbox {
 
     /// List a directory, sorted by name.
     pub fn list(&self, path: &str) -> Result<Vec<Entry>> {
+        if let Inner::Container(c) = &self.inner {
+            return c.list(&self.container_path(path)?);
+        }
         let host = self.host_path(path)?;
         let mut out = Vec::new();
         for e in fs::read_dir(&host).map_err(|e| io_err(&format!("list {path}"), e))? {
@@ -344,6 +415,9 @@ impl Sandbox {
 
     /// Remove a file or directory tree.
     pub fn remove(&self, path: &str) -> Result<()> {
+        if let Inner::Container(c) = &self.inner {
+            return c.remove(&self.container_path(path)?);
+        }
         let host = self.host_path(path)?;
         match fs::symlink_metadata(&host) {
             Ok(md) if md.is_dir() => fs::remove_dir_all(&host),
@@ -354,32 +428,49 @@ impl Sandbox {
     }
 
     /// A new sandbox with the same configuration and a copy of this one's files (nothing
-    /// running is copied).
+    /// running is copied). A container is committed to an image the fork starts from.
     pub fn fork(&self) -> Result<Sandbox> {
+        if let Inner::Container(c) = &self.inner {
+            let id = next_id();
+            let child = c.fork(&self.config, &self.id, &id)?;
+            return Ok(Sandbox {
+                config: self.config.clone(),
+                id,
+                inner: Inner::Container(child),
+            });
+        }
         let child = Sandbox::create(self.config.clone())?;
+        let (from, to) = (dir_of(&self.inner), dir_of(&child.inner));
         for d in self.private_dirs() {
-            copy_tree(&self.dir.path().join(d), &child.dir.path().join(d), &|p| {
-                child.chown(p)
-            })?;
+            copy_tree(&from.join(d), &to.join(d), &|p| child.chown(p))?;
         }
         Ok(child)
     }
 
     /// An address on the host for a service listening on `port` inside the sandbox: the process
-    /// backend shares the host network; a jail has none, so it has no URL.
+    /// backend shares the host network; a jail has none, so it has no URL; a container with
+    /// network has its own address on the engine's network.
     pub fn url(&self, port: u16) -> Result<String> {
-        match self.config.backend {
-            BackendKind::Process => Ok(format!("http://127.0.0.1:{port}")),
-            BackendKind::Jail | BackendKind::Container => Err(Error::UnsupportedCapability {
+        match (&self.inner, self.config.backend) {
+            (Inner::Container(c), _) => c.url(&self.config, &self.id, port),
+            (_, BackendKind::Process) => Ok(format!("http://127.0.0.1:{port}")),
+            _ => Err(Error::UnsupportedCapability {
                 env: format!("sandbox {}", self.id),
                 what: "expose a port: a jail has its own network namespace".into(),
             }),
         }
     }
 
-    /// Kill anything left and remove the sandbox's files.
-    pub fn destroy(self) -> Result<()> {
-        let path = self.dir.path().to_path_buf();
+    /// Kill anything left and remove the sandbox's files (a container: killed now, removed by
+    /// the engine and a background reaper before the process exits).
+    pub fn destroy(mut self) -> Result<()> {
+        let path = match &mut self.inner {
+            Inner::Container(c) => {
+                c.destroy();
+                return Ok(());
+            }
+            Inner::Host { dir, .. } => dir.path().to_path_buf(),
+        };
         drop(self);
         if path.exists() {
             return Err(Error::Sandbox(format!(
@@ -414,6 +505,11 @@ impl Sandbox {
         Ok(())
     }
 
+    /// A sandbox path as an absolute container path (relative ones from the workdir).
+    fn container_path(&self, path: &str) -> Result<String> {
+        container::absolute(path, &self.config.workdir)
+    }
+
     fn mkdirs(&self, p: &Path) -> Result<()> {
         let mut missing = Vec::new();
         let mut cur = p.to_path_buf();
@@ -433,12 +529,24 @@ impl Sandbox {
 
 impl Drop for Sandbox {
     fn drop(&mut self) {
-        if self.ran.load(Ordering::Relaxed) {
-            process::kill_marked(&self.id);
+        // A container cleans up in its own Drop.
+        if let Inner::Host { ran, .. } = &self.inner {
+            if ran.load(Ordering::Relaxed) {
+                process::kill_marked(&self.id);
+            }
         }
         if let Some(take_back) = RECYCLE.get() {
             take_back(self);
         }
+    }
+}
+
+/// The host directory of a process or jail sandbox (only called on those).
+fn dir_of(inner: &Inner) -> &Path {
+    match inner {
+        Inner::Host { dir, .. } => dir.path(),
+        // Callers reach this only for host backends; an empty path fails any file operation.
+        Inner::Container(_) => Path::new(""),
     }
 }
 

@@ -204,7 +204,14 @@ fn jail_plan(sb: &Job, cwd: &str, userns: Option<(u32, u32)>) -> Result<JailPlan
         if md.file_type().is_symlink() {
             if fs::symlink_metadata(&at).is_err() {
                 let target = fs::read_link(e.path()).map_err(|e| fail("readlink", e))?;
-                std::os::unix::fs::symlink(target, &at).map_err(|e| fail("symlink", e))?;
+                // Two first commands of one jail lay out its root at the same time: the
+                // other one's link is the same link.
+                match std::os::unix::fs::symlink(target, &at) {
+                    Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                        return Err(fail("symlink", e))
+                    }
+                    _ => {}
+                }
             }
         } else if md.is_dir() {
             fs::create_dir_all(&at).map_err(|e| fail("create a mount point", e))?;

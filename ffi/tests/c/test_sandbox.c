@@ -1,5 +1,6 @@
-/* Sandboxes through the C ABI (create, exec, put/get/list, fork, free), and a Harbor task
- * rolled out with the oracle and nop (when the jail backend is ready and
+/* Sandboxes through the C ABI (create, exec, put/get/list, fork, free), the container
+ * backend when NENYAX_TEST_CONTAINER is 1 (else its absence is an environment error), and a
+ * Harbor task rolled out with the oracle and nop (when the jail backend is ready and
  * NENYAX_TEST_HARBOR_TASK names a task directory). */
 
 #include "common.h"
@@ -48,12 +49,38 @@ int main(void)
     /* Errors: a path outside the sandbox, an unknown backend, an exec with neither argv nor shell. */
     CHECK_STATUS(nenyax_sandbox_get(sb, S("/etc/passwd"), &s), NENYAX_STATUS_ENVIRONMENT);
     nenyax_sandbox_t *bad = NULL;
-    CHECK_STATUS(nenyax_sandbox_new(S("{\"backend\": \"docker\"}"), &bad), NENYAX_STATUS_ENVIRONMENT);
+    CHECK_STATUS(nenyax_sandbox_new(S("{\"backend\": \"firecracker\"}"), &bad), NENYAX_STATUS_ENVIRONMENT);
     CHECK_STATUS(nenyax_sandbox_exec(sb, S("{}"), &s), NENYAX_STATUS_ENVIRONMENT);
     CHECK_STATUS(nenyax_sandbox_exec(NULL, S("{\"shell\": \"true\"}"), &s), NENYAX_STATUS_INVALID_ARGUMENT);
     nenyax_sandbox_free(copy);
     nenyax_sandbox_free(sb);
     nenyax_sandbox_free(NULL);
+
+    const char *container = getenv("NENYAX_TEST_CONTAINER");
+    nenyax_sandbox_t *box = NULL, *box2 = NULL;
+    if (container != NULL && strcmp(container, "1") == 0) {
+        /* A container: its own paths (/etc is the image's), the sandbox user, fork by commit. */
+        REQUIRE_OK(nenyax_sandbox_new(S("{\"backend\": \"container\", \"memory_bytes\": 268435456}"), &box));
+        REQUIRE_OK(nenyax_sandbox_exec(box, S("{\"shell\": \"id -u; test -f /etc/debian_version && echo debian\"}"), &s));
+        json_string(s.ptr, s.len, "stdout", text, sizeof text);
+        CHECK(strcmp(text, "65534\ndebian\n") == 0);
+        nenyax_string_free(&s);
+        REQUIRE_OK(nenyax_sandbox_put(box, S("/app/bin/run.sh"), data, sizeof data - 1, 0755));
+        REQUIRE_OK(nenyax_sandbox_fork(box, &box2));
+        REQUIRE_OK(nenyax_sandbox_exec(box2, S("{\"shell\": \"./bin/run.sh\"}"), &s));
+        json_string(s.ptr, s.len, "stdout", text, sizeof text);
+        CHECK(strcmp(text, "from-file\n") == 0);
+        nenyax_string_free(&s);
+        REQUIRE_OK(nenyax_sandbox_exec(box, S("{\"argv\": [\"sleep\", \"30\"], \"timeout_s\": 0.3}"), &s));
+        json_string(s.ptr, s.len, "killed", text, sizeof text);
+        CHECK(strcmp(text, "timeout") == 0);
+        nenyax_string_free(&s);
+        nenyax_sandbox_free(box2);
+        nenyax_sandbox_free(box);
+    } else {
+        printf("  skip  the container backend (NENYAX_TEST_CONTAINER is not 1): expect it to be refused\n");
+        CHECK_STATUS(nenyax_sandbox_new(S("{\"backend\": \"container\"}"), &box), NENYAX_STATUS_ENVIRONMENT);
+    }
 
     const char *task = getenv("NENYAX_TEST_HARBOR_TASK");
     if (task != NULL && task[0] != '\0') {

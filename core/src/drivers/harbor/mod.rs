@@ -11,6 +11,7 @@
 
 pub(crate) mod task;
 pub mod terminus;
+pub mod tmux;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -69,6 +70,12 @@ impl Driver for HarborDriver {
                 default: "30",
                 help: "model turns of the terminus agent",
             },
+            ParamSpec {
+                name: "terminal",
+                kind: ParamKind::Str,
+                default: "auto",
+                help: "the terminus agent's terminal: `tmux` (a real terminal; interactive programs work), `bash` (each batch as one script), `auto` (tmux when the sandbox has it; docs/terminal-agent.md)",
+            },
         ]
     }
 
@@ -118,6 +125,7 @@ impl Driver for HarborDriver {
                 .and_then(Value::as_bool)
                 .unwrap_or(true),
             max_turns: params.int("max_turns", 30) as usize,
+            terminal: tmux::TerminalMode::parse(SCHEME, &params.string("terminal", "auto"))?,
         }))
     }
 }
@@ -129,6 +137,7 @@ pub struct HarborEnv {
     backend: BackendKind,
     offline: bool,
     max_turns: usize,
+    terminal: tmux::TerminalMode,
 }
 
 impl HarborEnv {
@@ -471,6 +480,7 @@ impl Environment for HarborEnv {
                             &step.instruction,
                             step.agent_timeout,
                             self.max_turns,
+                            self.terminal,
                             traj,
                         )?
                     }

@@ -1,12 +1,19 @@
 //! A terminus-style agent around any ChatModel: terminus-2's JSON response schema, parse-error
-//! feedback, output capping and double confirmation of `task_complete`.
+//! feedback, output capping and double confirmation of `task_complete`, in one of two
+//! terminals (see docs/terminal-agent.md):
 //!
-//! Differences from Harbor's terminus-2, on purpose or for now: there is no tmux. Each
-//! response's keystrokes run as one bash script in a shell whose working directory and
-//! exported variables persist between turns (restored from a state file), so background jobs
-//! and interactive programs do not survive a turn; `duration` is not waited for, the batch runs
-//! to completion (bounded by the agent's remaining time). Every model call goes through the
-//! recording server, so the trajectory holds each request and response.
+//! - `tmux` (as Harbor's terminus-2): a real terminal in the sandbox ([`super::tmux`]).
+//!   Keystrokes are typed into it, each command's `duration` is waited for (less when the shell
+//!   is back and the screen has settled), and the model sees the output that is new since its
+//!   last look, or the screen. Interactive programs (a REPL, `less`, a prompt reading the
+//!   terminal) work.
+//! - `bash`: each response's keystrokes run as one bash script in a shell whose working
+//!   directory and exported variables persist between turns (restored from a state file), so
+//!   background jobs and interactive programs do not survive a turn; `duration` is not waited
+//!   for, the batch runs to completion (bounded by the agent's remaining time).
+//!
+//! Every model call goes through the recording server, so the trajectory holds each request
+//! and response; each turn's step holds the commands and what the terminal showed.
 
 use std::time::{Duration, Instant};
 
@@ -18,13 +25,22 @@ use crate::openai::client::{Client, RetryPolicy};
 use crate::policy::ChatModel;
 use crate::sandbox::{Exec, Sandbox};
 
-/// Bytes of terminal output shown to the model per observation (as terminus-2).
-pub const OUTPUT_LIMIT: usize = 10_000;
+pub use super::tmux::{cap_output, Command, OUTPUT_LIMIT};
+use super::tmux::{TerminalMode, Tmux};
 
 const STATE: &str = "/tmp/.nenyax/shell-state";
 
 /// The first prompt: terminus-2's JSON response contract with the task and terminal filled in.
-pub fn first_prompt(instruction: &str, terminal: &str) -> String {
+/// `interactive`: the keystrokes go to a real terminal, so key names (C-c) are keys.
+pub fn first_prompt(instruction: &str, terminal: &str, interactive: bool) -> String {
+    let keys = if interactive {
+        "For special keys, send a tmux key name as a command's whole keystrokes: C-c for \
+Ctrl+C, C-d for Ctrl+D, Escape, Up, Tab. Interactive programs (a REPL, less, a prompt waiting \
+for input) receive what you type. An empty keystrokes string with a duration just waits.\n"
+    } else {
+        "The keystrokes of one response run together as one non-interactive bash script: \
+programs that wait for terminal input get none.\n"
+    };
     format!(
         "You are an AI assistant tasked with solving command-line tasks in a Linux environment. \
 You will be given a task description and the output from previously executed commands. Your \
@@ -36,40 +52,9 @@ Format your response as JSON with the following structure:\n\n\
 \"task_complete\": true\n}}\n\n\
 Required fields: analysis, plan, commands. Optional: task_complete (default false).\n\
 Each command's keystrokes are sent to the terminal verbatim; end a command with \\n to run it. \
-duration is the number of seconds to wait for it (default 1.0, at most 60).\n\n\
+duration is the number of seconds to wait for it (default 1.0, at most 60).\n{keys}\n\
 Task Description:\n{instruction}\n\nCurrent terminal state:\n{terminal}\n"
     )
-}
-
-/// Cap `s` at `limit` bytes: the first half, a note, the last half.
-pub fn cap_output(s: &str, limit: usize) -> String {
-    if s.len() <= limit {
-        return s.to_string();
-    }
-    let half = limit / 2;
-    let mut a = half;
-    while !s.is_char_boundary(a) {
-        a -= 1;
-    }
-    let mut b = s.len() - half;
-    while !s.is_char_boundary(b) {
-        b += 1;
-    }
-    format!(
-        "{}\n[... output limited to {limit} bytes; {} interior bytes omitted ...]\n{}",
-        &s[..a],
-        b - a,
-        &s[b..]
-    )
-}
-
-/// One command of a response.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Command {
-    /// Sent verbatim; `\n` is Enter.
-    pub keystrokes: String,
-    /// Seconds to wait (capped at 60).
-    pub duration: f64,
 }
 
 /// A parsed response.
@@ -235,10 +220,84 @@ fn ask(
         .to_string())
 }
 
+/// The terminal an agent types into.
+enum Term<'t, 's> {
+    Bash,
+    Tmux(&'t mut Tmux<'s>),
+}
+
 /// Run the agent on one instruction until it confirms completion twice, runs out of turns, or
 /// runs out of time. Turns are appended to `traj` (messages and one step per model turn with
-/// its commands and output); returns the last terminal output.
+/// its commands and what the terminal showed); `traj.metadata` says which terminal ran
+/// (`terminal`) and, when `auto` could not use tmux, why (`terminal_fallback`). Returns the
+/// last terminal output.
+#[allow(clippy::too_many_arguments)]
 pub fn run(
+    sb: &Sandbox,
+    model: &dyn ChatModel,
+    base_url: &str,
+    instruction: &str,
+    timeout: Duration,
+    max_turns: usize,
+    mode: TerminalMode,
+    traj: &mut Trajectory,
+) -> Result<String> {
+    let t0 = Instant::now();
+    let fallback = match mode {
+        TerminalMode::Bash => {
+            return bash_run(sb, model, base_url, instruction, timeout, max_turns, traj)
+        }
+        TerminalMode::Tmux => {
+            Tmux::available(sb).map_err(|why| {
+                Error::Environment(format!(
+                    "terminal=tmux was asked for, but {why}; or run with terminal=bash"
+                ))
+            })?;
+            None
+        }
+        TerminalMode::Auto => Tmux::available(sb).err(),
+    };
+    if let Some(why) = fallback {
+        traj.metadata.insert("terminal_fallback".into(), json!(why));
+        return bash_run(sb, model, base_url, instruction, timeout, max_turns, traj);
+    }
+    // The hosting exec (jail, process) outlives nothing: the scope ends with the agent.
+    let hosting_deadline = timeout + Duration::from_secs(60);
+    std::thread::scope(|scope| {
+        let mut term = match Tmux::open(scope, sb, hosting_deadline) {
+            Ok(t) => t,
+            Err(e) if mode == TerminalMode::Auto => {
+                traj.metadata.insert(
+                    "terminal_fallback".into(),
+                    json!(format!(
+                        "tmux is installed but its session did not start: {e}"
+                    )),
+                );
+                let left = timeout.saturating_sub(t0.elapsed());
+                return bash_run(sb, model, base_url, instruction, left, max_turns, traj);
+            }
+            Err(e) => return Err(e),
+        };
+        traj.metadata.insert("terminal".into(), json!("tmux"));
+        let first = term.first_look()?;
+        let out = agent_loop(
+            Term::Tmux(&mut term),
+            sb,
+            model,
+            base_url,
+            first_prompt(instruction, &first.text, true),
+            timeout.saturating_sub(t0.elapsed()),
+            max_turns,
+            traj,
+        );
+        let closed = term.close();
+        let out = out?;
+        closed?;
+        Ok(out)
+    })
+}
+
+fn bash_run(
     sb: &Sandbox,
     model: &dyn ChatModel,
     base_url: &str,
@@ -247,9 +306,34 @@ pub fn run(
     max_turns: usize,
     traj: &mut Trajectory,
 ) -> Result<String> {
+    traj.metadata.insert("terminal".into(), json!("bash"));
+    agent_loop(
+        Term::Bash,
+        sb,
+        model,
+        base_url,
+        first_prompt(instruction, "", false),
+        timeout,
+        max_turns,
+        traj,
+    )
+}
+
+/// The turns: ask, parse (errors go back to the model), type, look, confirm twice.
+#[allow(clippy::too_many_arguments)]
+fn agent_loop(
+    mut term: Term,
+    sb: &Sandbox,
+    model: &dyn ChatModel,
+    base_url: &str,
+    prompt: String,
+    timeout: Duration,
+    max_turns: usize,
+    traj: &mut Trajectory,
+) -> Result<String> {
     let t0 = Instant::now();
     let client = Client::new(RetryPolicy::through_recorder());
-    let mut messages = vec![Message::user(first_prompt(instruction, ""))];
+    let mut messages = vec![Message::user(prompt)];
     let mut pending = false;
     let mut last = String::new();
     for turn in 0..max_turns {
@@ -259,6 +343,7 @@ pub fn run(
         }
         let reply = ask(&client, model, base_url, &messages)?;
         messages.push(Message::assistant(reply.clone()));
+        let mut info = serde_json::Map::new();
         let (next, action, out, done) = match parse(&reply) {
             Err(e) => {
                 pending = false;
@@ -272,7 +357,38 @@ pub fn run(
                 )
             }
             Ok(r) => {
-                let out = cap_output(&run_batch(sb, &r.commands, left)?, OUTPUT_LIMIT);
+                let left = timeout.saturating_sub(t0.elapsed());
+                // What the step records, and what the model is told after a plain turn.
+                let (out, shown) = match &mut term {
+                    Term::Bash => {
+                        let out = cap_output(&run_batch(sb, &r.commands, left)?, OUTPUT_LIMIT);
+                        let shown = format!("New Terminal Output:\n{out}");
+                        (out, shown)
+                    }
+                    Term::Tmux(t) => match t.run_batch(&r.commands, left) {
+                        Ok(look) => {
+                            info.insert("screen".into(), json!(look.screen));
+                            (look.text.clone(), look.text)
+                        }
+                        // terminus-2 stops when its session dies; the tests still judge.
+                        Err(Error::Environment(why)) => {
+                            let msg = format!("ERROR: {why}. Cannot continue execution.");
+                            info.insert("terminal_died".into(), json!(why));
+                            messages.push(Message::user(msg.clone()));
+                            traj.steps.push(Step {
+                                action: json!({"turn": turn, "analysis": r.analysis, "plan": r.plan, "commands": commands_json(&r.commands), "task_complete": r.task_complete}),
+                                observation: Observation::text(msg.clone()),
+                                reward: 0.0,
+                                terminated: false,
+                                truncated: false,
+                                info,
+                            });
+                            traj.messages.extend(messages);
+                            return Ok(msg);
+                        }
+                        Err(e) => return Err(e),
+                    },
+                };
                 let warn = if r.warnings.is_empty() {
                     String::new()
                 } else {
@@ -281,12 +397,7 @@ pub fn run(
                         r.warnings.join("\n- ")
                     )
                 };
-                let cmds: Vec<Value> = r
-                    .commands
-                    .iter()
-                    .map(|c| json!({"keystrokes": c.keystrokes, "duration": c.duration}))
-                    .collect();
-                let action = json!({"turn": turn, "analysis": r.analysis, "plan": r.plan, "commands": cmds, "task_complete": r.task_complete});
+                let action = json!({"turn": turn, "analysis": r.analysis, "plan": r.plan, "commands": commands_json(&r.commands), "task_complete": r.task_complete});
                 if r.task_complete && pending {
                     (String::new(), action, out, true)
                 } else if r.task_complete {
@@ -301,12 +412,7 @@ pub fn run(
                     )
                 } else {
                     pending = false;
-                    (
-                        format!("{warn}New Terminal Output:\n{out}"),
-                        action,
-                        out,
-                        false,
-                    )
+                    (format!("{warn}{shown}"), action, out, false)
                 }
             }
         };
@@ -316,7 +422,7 @@ pub fn run(
             reward: 0.0,
             terminated: false,
             truncated: false,
-            info: Default::default(),
+            info,
         });
         last = out;
         if done {
@@ -326,6 +432,13 @@ pub fn run(
     }
     traj.messages.extend(messages);
     Ok(last)
+}
+
+fn commands_json(commands: &[Command]) -> Vec<Value> {
+    commands
+        .iter()
+        .map(|c| json!({"keystrokes": c.keystrokes, "duration": c.duration}))
+        .collect()
 }
 
 #[cfg(test)]
@@ -371,6 +484,64 @@ mod tests {
             .iter()
             .any(|w| w.contains("should end with newline")));
         assert!(r.warnings.iter().any(|w| w.contains("Missing duration")));
+    }
+
+    #[test]
+    fn malformed_replies_are_errors_for_the_model_not_panics() {
+        // Each of these goes back to the model as "Previous response had parsing errors".
+        for (reply, says) in [
+            ("{\"analysis\": \"a\", \"plan\": ", "No valid JSON found"),
+            ("[1, 2]", "No valid JSON found"),
+            (
+                "{\"analysis\": 1, \"plan\": \"p\", \"commands\": []}",
+                "Field 'analysis' must be a string",
+            ),
+            (
+                "{\"analysis\": \"a\", \"plan\": \"p\", \"commands\": [\"ls\"]}",
+                "Command 1 must be an object",
+            ),
+            (
+                "{\"analysis\": \"a\", \"plan\": \"p\", \"commands\": [{\"keystrokes\": 5}]}",
+                "Command 1 missing required 'keystrokes'",
+            ),
+            (
+                "{\"analysis\": \"a\", \"plan\": \"p\", \"commands\": [], }",
+                "Invalid JSON",
+            ),
+            ("\u{0}{\u{ffff}", "No valid JSON found"),
+        ] {
+            let e = parse(reply).unwrap_err();
+            assert!(e.contains(says), "{reply:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn task_complete_and_durations_take_terminus_2s_spellings() {
+        let r = |tc: &str| {
+            parse(&format!(
+                "{{\"analysis\": \"a\", \"plan\": \"p\", \"commands\": [{{\"keystrokes\": \"C-c\", \"duration\": -3}}], \"task_complete\": {tc}}}"
+            ))
+            .unwrap()
+        };
+        assert!(r("true").task_complete && r("\"True\"").task_complete && r("1").task_complete);
+        assert!(
+            !r("false").task_complete && !r("null").task_complete && !r("\"no\"").task_complete
+        );
+        assert_eq!(
+            r("true").commands[0].duration,
+            0.0,
+            "negative waits are no wait"
+        );
+        assert_eq!(r("true").commands[0].keystrokes, "C-c");
+    }
+
+    #[test]
+    fn the_first_prompt_says_which_terminal_it_is() {
+        let tmux = first_prompt("do it", "Current Terminal Screen:\n$", true);
+        assert!(tmux.contains("C-c for Ctrl+C") && tmux.contains("Task Description:\ndo it"));
+        assert!(tmux.ends_with("Current terminal state:\nCurrent Terminal Screen:\n$\n"));
+        let bash = first_prompt("do it", "", false);
+        assert!(bash.contains("non-interactive") && !bash.contains("C-c for Ctrl+C"));
     }
 
     #[test]
