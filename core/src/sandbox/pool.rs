@@ -213,18 +213,15 @@ fn reuse(inner: &Inner, skeleton: &Path) -> Result<Sandbox> {
         .map_err(|e| Error::io("sandbox: move a kept sandbox directory into place", e))?;
     let sb = Sandbox {
         config: t.config.clone(),
-        id: format!(
-            "{}-{}",
-            std::process::id(),
-            super::NEXT_ID.fetch_add(1, Ordering::Relaxed)
-        ),
-        dir,
-        ran: AtomicBool::new(false),
+        id: super::next_id(),
+        inner: super::Inner::Host {
+            dir,
+            ran: AtomicBool::new(false),
+        },
     };
+    let (from, to) = (super::dir_of(&t.inner), super::dir_of(&sb.inner));
     for d in t.private_dirs() {
-        super::copy_tree(&t.dir.path().join(d), &sb.dir.path().join(d), &|p| {
-            sb.chown(p)
-        })?;
+        super::copy_tree(&from.join(d), &to.join(d), &|p| sb.chown(p))?;
     }
     Ok(sb)
 }
@@ -266,13 +263,16 @@ fn keep_skeleton(inner: &Inner, sb: &mut Sandbox) {
     if empty_skeleton(sb, modes).is_err() {
         return;
     }
+    let super::Inner::Host { dir, .. } = &mut sb.inner else {
+        return;
+    };
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let to = stash_dir
         .path()
         .join(NEXT.fetch_add(1, Ordering::Relaxed).to_string());
-    if fs::rename(sb.dir.path(), &to).is_ok() {
+    if fs::rename(dir.path(), &to).is_ok() {
         // Moved out of the way: the sandbox's own path is gone, as after a removal.
-        sb.dir.disable_cleanup(true);
+        dir.disable_cleanup(true);
         lock(&inner.stash).push(to);
     }
 }
@@ -280,7 +280,9 @@ fn keep_skeleton(inner: &Inner, sb: &mut Sandbox) {
 /// Remove everything a sandbox's commands left and reset its directories to how
 /// `Sandbox::create` made them; an error means "do not reuse this one".
 fn empty_skeleton(sb: &Sandbox, modes: &[(String, u32)]) -> std::io::Result<()> {
-    let top = sb.dir.path();
+    let top = sb
+        .host_dir()
+        .ok_or_else(|| std::io::Error::other("not a host sandbox"))?;
     let expected: Vec<&str> = sb.private_dirs().chain([".root"]).collect();
     let unexpected = || std::io::Error::other("not a skeleton");
     // A command running as the owner of the top directory could have added or swapped entries.
@@ -335,7 +337,7 @@ fn skeleton_modes(sb: &Sandbox) -> std::io::Result<Vec<(String, u32)>> {
     sb.private_dirs()
         .chain([".root"])
         .map(|d| {
-            let md = fs::symlink_metadata(sb.dir.path().join(d))?;
+            let md = fs::symlink_metadata(super::dir_of(&sb.inner).join(d))?;
             Ok((d.to_string(), md.mode() & 0o7777))
         })
         .collect()
@@ -388,7 +390,7 @@ mod tests {
         let t0 = Instant::now();
         loop {
             let sb = pool.acquire().unwrap();
-            if ino(&sb.host_dir().join("app")) == app_ino {
+            if ino(&sb.host_dir().unwrap().join("app")) == app_ino {
                 return sb;
             }
             others.push(sb);
@@ -403,13 +405,13 @@ mod tests {
     fn a_reused_skeleton_holds_only_the_templates_files() {
         let pool = pool(2);
         let a = pool.acquire().unwrap();
-        let app = ino(&a.host_dir().join("app"));
+        let app = ino(&a.host_dir().unwrap().join("app"));
         let r = a
             .sh("echo dirty > data/state.txt; mkdir -p deep/er && echo x > deep/er/f; \
                  echo t > ../tmp/left; echo l > ../logs/log; ln -s /etc/passwd link; chmod 0 ../logs")
             .unwrap();
         assert!(r.ok(), "{}", r.stderr);
-        let path = a.host_dir().to_path_buf();
+        let path = a.host_dir().unwrap().to_path_buf();
         a.destroy().unwrap();
         assert!(
             !path.exists(),
@@ -425,7 +427,7 @@ mod tests {
         assert!(names("/tmp").is_empty() && names("/logs").is_empty());
         let fresh = pool.inner.modes.get().unwrap();
         for (d, mode) in fresh {
-            let md = fs::symlink_metadata(b.host_dir().join(d)).unwrap();
+            let md = fs::symlink_metadata(b.host_dir().unwrap().join(d)).unwrap();
             assert_eq!(
                 md.mode() & 0o7777,
                 *mode,
@@ -444,10 +446,10 @@ mod tests {
         let a = pool.acquire().unwrap();
         let outside = tempfile::tempdir().unwrap();
         fs::write(outside.path().join("keep"), b"host").unwrap();
-        let app = a.host_dir().join("app");
+        let app = a.host_dir().unwrap().join("app");
         fs::remove_dir_all(&app).unwrap();
         std::os::unix::fs::symlink(outside.path(), &app).unwrap();
-        let path = a.host_dir().to_path_buf();
+        let path = a.host_dir().unwrap().to_path_buf();
         drop(a);
         assert!(!path.exists());
         assert_eq!(fs::read(outside.path().join("keep")).unwrap(), b"host");
@@ -455,7 +457,8 @@ mod tests {
 
         // Extended attributes would carry a note from one episode to the next.
         let b = pool.acquire().unwrap();
-        let p = std::ffi::CString::new(b.host_dir().join("tmp").as_os_str().as_bytes()).unwrap();
+        let p = std::ffi::CString::new(b.host_dir().unwrap().join("tmp").as_os_str().as_bytes())
+            .unwrap();
         // SAFETY: NUL-terminated name and path, a 4-byte value.
         let set = unsafe {
             libc::lsetxattr(
@@ -466,7 +469,7 @@ mod tests {
                 0,
             )
         };
-        let path = b.host_dir().to_path_buf();
+        let path = b.host_dir().unwrap().to_path_buf();
         drop(b);
         assert!(!path.exists());
         if set == 0 {
@@ -487,7 +490,7 @@ mod tests {
         let a = pool.acquire().unwrap();
         drop(pool);
         assert!(!stash.exists(), "the kept skeletons go with the pool");
-        let path = a.host_dir().to_path_buf();
+        let path = a.host_dir().unwrap().to_path_buf();
         drop(a);
         assert!(
             !path.exists(),
