@@ -30,10 +30,11 @@ struct Inner {
     wake: Condvar,
     size: usize,
     stop: AtomicBool,
-    /// Emptied skeletons of dropped sandboxes (paths inside `stash_dir`), waiting for reuse.
+    /// Emptied skeletons of dropped sandboxes, waiting for reuse; removed when the pool goes.
+    /// Each waits next to where it was (a rename within one directory is the cheapest move).
     stash: Mutex<Vec<PathBuf>>,
-    /// Where skeletons wait; removed with everything in it when the pool goes.
-    stash_dir: Option<tempfile::TempDir>,
+    /// Whether dropped sandboxes leave their skeletons (process and jail pools).
+    recycle: bool,
     /// The modes `Sandbox::create` gave each top-level directory (they follow the umask), to
     /// reset a kept skeleton to.
     modes: OnceLock<Vec<(String, u32)>>,
@@ -73,17 +74,7 @@ impl WarmPool {
                 )));
             }
         }
-        // Next to the sandboxes (the same temporary directory), so a skeleton moves by rename.
-        let stash_dir = if recyclable(template.backend()) {
-            Some(
-                tempfile::Builder::new()
-                    .prefix("nenyax-pool-")
-                    .tempdir()
-                    .map_err(|e| Error::io("sandbox: create the warm pool's directory", e))?,
-            )
-        } else {
-            None
-        };
+        let recycle = recyclable(template.backend());
         let inner = Arc::new(Inner {
             template,
             ready: Mutex::new(VecDeque::with_capacity(size)),
@@ -91,14 +82,14 @@ impl WarmPool {
             size,
             stop: AtomicBool::new(false),
             stash: Mutex::new(Vec::new()),
-            stash_dir,
+            recycle,
             modes: OnceLock::new(),
         });
         for _ in 0..size {
             let sb = fresh(&inner)?;
             lock(&inner.ready).push_back(sb);
         }
-        if inner.stash_dir.is_some() {
+        if inner.recycle {
             // The first fork was made by `Sandbox::create` and nothing has run in it yet.
             let probe = match lock(&inner.ready).front() {
                 Some(sb) => skeleton_modes(sb),
@@ -181,7 +172,7 @@ fn recyclable(kind: BackendKind) -> bool {
 
 /// A fork of the template, into a kept skeleton when there is one.
 fn fresh(inner: &Arc<Inner>) -> Result<Sandbox> {
-    if inner.stash_dir.is_none() {
+    if !inner.recycle {
         return inner.template.fork();
     }
     let skeleton = lock(&inner.stash).pop();
@@ -251,10 +242,8 @@ fn take_back(sb: &mut Sandbox) {
 }
 
 fn keep_skeleton(inner: &Inner, sb: &mut Sandbox) {
-    let Some(stash_dir) = &inner.stash_dir else {
-        return;
-    };
-    if inner.stop.load(Ordering::SeqCst) || lock(&inner.stash).len() >= inner.size {
+    if !inner.recycle || inner.stop.load(Ordering::SeqCst) || lock(&inner.stash).len() >= inner.size
+    {
         return;
     }
     let Some(modes) = inner.modes.get() else {
@@ -267,13 +256,46 @@ fn keep_skeleton(inner: &Inner, sb: &mut Sandbox) {
         return;
     };
     static NEXT: AtomicU64 = AtomicU64::new(0);
-    let to = stash_dir
-        .path()
-        .join(NEXT.fetch_add(1, Ordering::Relaxed).to_string());
-    if fs::rename(dir.path(), &to).is_ok() {
+    let to = dir.path().with_file_name(format!(
+        "nenyax-pool-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    if rename_new(dir.path(), &to).is_ok() {
         // Moved out of the way: the sandbox's own path is gone, as after a removal.
         dir.disable_cleanup(true);
         lock(&inner.stash).push(to);
+    }
+}
+
+/// Rename `from` to `to` unless `to` exists (a plain rename would replace an empty directory).
+fn rename_new(from: &Path, to: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c =
+        |p: &Path| std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(std::io::Error::other);
+    let (f, t) = (c(from)?, c(to)?);
+    // SAFETY: two NUL-terminated paths, resolved from the working directory as rename's are.
+    let r = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            f.as_ptr(),
+            libc::AT_FDCWD,
+            t.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        for p in lock(&self.stash).drain(..) {
+            let _ = fs::remove_dir_all(p);
+        }
     }
 }
 
@@ -482,12 +504,17 @@ mod tests {
     #[test]
     fn the_pool_keeps_at_most_size_skeletons_and_removes_them_when_it_goes() {
         let pool = pool(1);
-        let held: Vec<Sandbox> = (0..3).map(|_| pool.acquire().unwrap()).collect();
-        drop(held);
-        assert_eq!(kept(&pool), 1);
-        let stash = pool.inner.stash_dir.as_ref().unwrap().path().to_path_buf();
-        assert!(stash.exists());
         let a = pool.acquire().unwrap();
+        let held: Vec<Sandbox> = (0..3).map(|_| pool.acquire().unwrap()).collect();
+        // Once the pool is full its refill thread sleeps, so nothing takes a skeleton back out.
+        let t0 = Instant::now();
+        while pool.ready() < 1 && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        drop(held);
+        assert_eq!(kept(&pool), 1, "at most `size` skeletons are kept");
+        let stash = lock(&pool.inner.stash)[0].clone();
+        assert!(stash.exists());
         drop(pool);
         assert!(!stash.exists(), "the kept skeletons go with the pool");
         let path = a.host_dir().unwrap().to_path_buf();
