@@ -135,5 +135,5 @@ for rnd in sorted(rounds):
         a, b = med(rs, ours, key), med(rs, theirs, key)
         if a is None or b is None:
             continue
-        print(f"| {rnd} | {what} | {a:.3f} | {b:.3f} | {a / b:.2f}x |")
+        print(f"| {rnd} | {what} | {a:.4g} | {b:.4g} | {a / b:.3g}x |")
 EOF
