@@ -17,14 +17,14 @@
 //! first container a process creates.
 
 use std::collections::VecDeque;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use super::capture::capture;
 use super::engine::{Engine, EngineKind, LABEL};
 use super::spec::{Entry, Exec, ExecResult, Killed, SandboxConfig, PRIVATE_DIRS};
 use crate::error::{Error, Result};
@@ -1192,41 +1192,6 @@ fn check_tree(dir: &std::path::Path) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Read a child's stdout and stderr on two threads, keeping `cap` bytes of each and counting
-/// the rest; each sends `(stream, kept, dropped)` when its pipe closes.
-fn capture(child: &mut Child, cap: usize) -> mpsc::Receiver<(usize, Vec<u8>, u64)> {
-    let (tx, rx) = mpsc::channel();
-    let streams: [Option<Box<dyn Read + Send>>; 2] = [
-        child
-            .stdout
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-        child
-            .stderr
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-    ];
-    for (i, stream) in streams.into_iter().enumerate() {
-        let tx = tx.clone();
-        if let Some(mut s) = stream {
-            std::thread::spawn(move || {
-                let (mut kept, mut dropped) = (Vec::new(), 0u64);
-                let mut buf = [0u8; 16384];
-                while let Ok(n) = s.read(&mut buf) {
-                    if n == 0 {
-                        break;
-                    }
-                    let room = cap.saturating_sub(kept.len()).min(n);
-                    kept.extend_from_slice(&buf[..room]);
-                    dropped += (n - room) as u64;
-                }
-                let _ = tx.send((i, kept, dropped));
-            });
-        }
-    }
-    rx
 }
 
 /// SIGKILL every process on this host whose environment holds `needle` (`NAME=value\0`);

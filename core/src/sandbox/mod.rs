@@ -16,6 +16,7 @@
 //!
 //! See docs/sandbox.md for what each promise means and how `nenyax sandbox-check` proves it.
 
+mod capture;
 pub mod check;
 mod container;
 pub mod engine;

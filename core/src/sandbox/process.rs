@@ -6,13 +6,12 @@
 #[cfg(feature = "sandbox")]
 use std::ffi::CString;
 use std::fs;
-use std::io::{Read, Write};
+use std::io::Write;
 #[cfg(feature = "sandbox")]
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 #[cfg(feature = "sandbox")]
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -921,38 +920,7 @@ pub(super) fn run(sb: &Job, exec: &Exec) -> Result<ExecResult> {
     })?;
     let pgid = Pid::from_raw(child.id() as i32);
     let cap = l.output_bytes;
-    let (tx, rx) = mpsc::channel::<(usize, Vec<u8>, u64)>();
-    for (i, stream) in [
-        child
-            .stdout
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-        child
-            .stderr
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let tx = tx.clone();
-        if let Some(mut s) = stream {
-            std::thread::spawn(move || {
-                let (mut kept, mut dropped) = (Vec::new(), 0u64);
-                let mut buf = [0u8; 16384];
-                while let Ok(n) = s.read(&mut buf) {
-                    if n == 0 {
-                        break;
-                    }
-                    let room = cap.saturating_sub(kept.len()).min(n);
-                    kept.extend_from_slice(&buf[..room]);
-                    dropped += (n - room) as u64;
-                }
-                let _ = tx.send((i, kept, dropped));
-            });
-        }
-    }
-    drop(tx);
+    let rx = super::capture::capture(&mut child, cap);
     if let Some(mut stdin) = child.stdin.take() {
         let data = exec.stdin.clone().unwrap_or_default();
         std::thread::spawn(move || {
