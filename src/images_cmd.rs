@@ -140,8 +140,16 @@ pub fn images(action: ImagesAction) -> Result<ExitCode, Error> {
     }
 }
 
-/// What the engine needs from Debian's packages.
-const PACKAGES: &[&str] = &["podman", "runc", "mmdebstrap", "uidmap", "slirp4netns"];
+/// What the engine needs from Debian's packages. catatonit is only a recommendation of podman's,
+/// but `--init` (every sandbox container's) fails without it.
+const PACKAGES: &[&str] = &[
+    "podman",
+    "runc",
+    "catatonit",
+    "mmdebstrap",
+    "uidmap",
+    "slirp4netns",
+];
 
 /// `nenyax setup container [--dry-run]`: packages, containers.conf, then the engine answers.
 pub fn setup_container(dry_run: bool) -> Result<ExitCode, Error> {
