@@ -4,6 +4,7 @@
 use std::io::Read;
 use std::process::Child;
 use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 /// Read a child's stdout and stderr on two threads, keeping `cap` bytes of each and counting
 /// the rest; each sends `(stream, kept, dropped)` when its pipe closes.
@@ -38,4 +39,25 @@ pub(super) fn capture(child: &mut Child, cap: usize) -> mpsc::Receiver<(usize, V
         }
     }
     rx
+}
+
+/// Wait at most `grace` for both streams once the command has ended (a child it left behind may
+/// still hold a pipe): `[stdout, stderr]` as kept, and the bytes dropped past the cap.
+pub(super) fn collect(
+    rx: &mpsc::Receiver<(usize, Vec<u8>, u64)>,
+    grace: Duration,
+) -> ([Vec<u8>; 2], u64) {
+    let mut out = [Vec::new(), Vec::new()];
+    let mut dropped = 0;
+    let until = Instant::now() + grace;
+    for _ in 0..2 {
+        match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+            Ok((i, kept, d)) => {
+                out[i] = kept;
+                dropped += d;
+            }
+            Err(_) => break,
+        }
+    }
+    (out, dropped)
 }

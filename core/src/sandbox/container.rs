@@ -549,19 +549,7 @@ impl Container {
         if timed_out || !config.keep_detached {
             kill_env(&needle);
         }
-        let mut out = [Vec::new(), Vec::new()];
-        let mut dropped = 0;
-        let grace = Instant::now() + Duration::from_secs(2);
-        for _ in 0..2 {
-            let left = grace.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
-                Ok((i, kept, d)) => {
-                    out[i] = kept;
-                    dropped += d;
-                }
-                Err(_) => break,
-            }
-        }
+        let (out, dropped) = super::capture::collect(&rx, Duration::from_secs(2));
         let [o, e] = out;
         let stderr = String::from_utf8_lossy(&e).into_owned();
         let code = status.code();

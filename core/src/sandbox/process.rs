@@ -949,19 +949,7 @@ pub(super) fn run(sb: &Job, exec: &Exec) -> Result<ExecResult> {
     if !jail {
         kill_marked(sb.id);
     }
-    let mut out = [Vec::new(), Vec::new()];
-    let mut dropped = 0;
-    let grace = Instant::now() + Duration::from_secs(2);
-    for _ in 0..2 {
-        let left = grace.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok((i, kept, d)) => {
-                out[i] = kept;
-                dropped += d;
-            }
-            Err(_) => break,
-        }
-    }
+    let (out, dropped) = super::capture::collect(&rx, Duration::from_secs(2));
     let signal = status.signal();
     let killed = if timed_out {
         Some(Killed::Timeout)
