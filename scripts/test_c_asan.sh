@@ -56,6 +56,10 @@ san=(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=
 
 # halt on the first error; detect leaks at exit; full stacks through the Rust frames (which have
 # no frame pointers) so a leak report names the Rust function that allocated.
+# CI requires the container backend: the C sandbox test then drives a real container under ASan.
+if [ "${NENYAX_REQUIRE_CONTAINER:-}" = 1 ]; then
+    export NENYAX_TEST_CONTAINER=${NENYAX_TEST_CONTAINER:-1}
+fi
 export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:abort_on_error=0:detect_stack_use_after_return=1:strict_string_checks=1:check_initialization_order=1:fast_unwind_on_malloc=0:malloc_context_size=40"
 LSAN_OPTIONS="report_objects=1:print_suppressions=0"
 if [ -f "$supp" ]; then

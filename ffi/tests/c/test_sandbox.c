@@ -77,9 +77,12 @@ int main(void)
         nenyax_string_free(&s);
         nenyax_sandbox_free(box2);
         nenyax_sandbox_free(box);
-    } else {
-        printf("  skip  the container backend (NENYAX_TEST_CONTAINER is not 1): expect it to be refused\n");
+    } else if (container != NULL && strcmp(container, "0") == 0) {
+        printf("  skip  the container backend (NENYAX_TEST_CONTAINER=0: not ready): expect it to be refused\n");
         CHECK_STATUS(nenyax_sandbox_new(S("{\"backend\": \"container\"}"), &box), NENYAX_STATUS_ENVIRONMENT);
+    } else {
+        /* Run without the test harness's readiness probe: whether it is ready is not known. */
+        printf("  skip  the container backend (NENYAX_TEST_CONTAINER is not set)\n");
     }
 
     const char *task = getenv("NENYAX_TEST_HARBOR_TASK");
