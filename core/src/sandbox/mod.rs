@@ -21,6 +21,7 @@ pub mod check;
 mod container;
 pub mod engine;
 pub mod images;
+mod marker;
 mod options;
 pub mod pool;
 mod process;

@@ -5,6 +5,7 @@
 
 #[cfg(feature = "sandbox")]
 use std::ffi::CString;
+#[cfg(feature = "sandbox")]
 use std::fs;
 use std::io::Write;
 #[cfg(feature = "sandbox")]
@@ -21,7 +22,7 @@ use nix::mount::{mount, MsFlags};
 #[cfg(feature = "sandbox")]
 use nix::sched::{unshare, CloneFlags};
 use nix::sys::resource::{setrlimit, Resource};
-use nix::sys::signal::{kill, killpg, Signal};
+use nix::sys::signal::{killpg, Signal};
 #[cfg(feature = "sandbox")]
 use nix::sys::wait::{waitpid, WaitStatus};
 #[cfg(feature = "sandbox")]
@@ -974,41 +975,9 @@ pub(super) fn run(sb: &Job, exec: &Exec) -> Result<ExecResult> {
 }
 
 /// Kill every process that carries `NENYAX_SANDBOX=<id>` in its environment (children that
-/// left the process group). A process in the middle of `execve` shows an empty environ for a
-/// moment, so a second scan follows 1 ms later, and more while a scan still finds some.
+/// left the process group).
 pub(super) fn kill_marked(id: &str) {
-    for pass in 0..5 {
-        if kill_marked_once(id) == 0 && pass > 0 {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
-/// One scan of /proc; returns how many marked processes it killed.
-fn kill_marked_once(id: &str) -> usize {
-    let needle = format!("NENYAX_SANDBOX={id}\0");
-    let Ok(dir) = fs::read_dir("/proc") else {
-        return 0;
-    };
-    let me = std::process::id();
-    let mut killed = 0;
-    for e in dir.flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        if pid as u32 == me {
-            continue;
-        }
-        if let Ok(env) = fs::read(e.path().join("environ")) {
-            if env.windows(needle.len()).any(|w| w == needle.as_bytes())
-                && kill(Pid::from_raw(pid), Signal::SIGKILL).is_ok()
-            {
-                killed += 1;
-            }
-        }
-    }
-    killed
+    super::marker::kill_env(&format!("NENYAX_SANDBOX={id}\0"));
 }
 
 #[cfg(all(test, not(feature = "sandbox")))]
