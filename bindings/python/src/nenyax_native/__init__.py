@@ -1,0 +1,24 @@
+"""Nenyax from Python: one contract for every RL environment, over libnenyax's C ABI.
+
+Import name ``nenyax_native`` (distribution ``nenyax-native``), so that it installs side by side
+with the Python reference implementation, ``nenyax``.
+"""
+
+from ._native import LIBRARY_PATH, protocol_version, version
+from .env import Env, Policy, Runner, load
+from .errors import NenyaxError
+from .trajectory import Trajectory
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Env",
+    "LIBRARY_PATH",
+    "NenyaxError",
+    "Policy",
+    "Runner",
+    "Trajectory",
+    "load",
+    "protocol_version",
+    "version",
+]
