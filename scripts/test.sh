@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The project's one test command: every Rust test in the workspace, the C programs against the
-# C ABI, the C++ and Go bindings' tests, and the interop tests
+# C ABI, the C++, Go and Python bindings' tests, and the interop tests
 # against the Python reference implementation (tests/python_interop.rs), which need
 # nenyax==0.1.0a1. This script keeps it in .venv at the repository root and points the tests at
 # it through NENYAX_TEST_PYTHON. Extra arguments go to `cargo test`, e.g.
@@ -78,9 +78,12 @@ export NENYAX_PYTHON="$python"
 # --no-fail-fast: one failing test binary must not hide what the others would report.
 cargo test --workspace --all-targets --no-fail-fast "$@"
 # With no arguments, the whole suite: doctests (which --all-targets leaves out) and the
-# C++ and Go bindings against the C ABI. The C programs in ffi/tests/c run under cargo test.
+# C++, Go and Python bindings against the C ABI. The C programs in ffi/tests/c run under cargo
+# test. The Python binding's tests run against its installed wheel, in .venv-python-binding
+# with torch, TRL and Ray (scripts/test_python.sh).
 if [ "$#" -eq 0 ]; then
     cargo test --workspace --doc
     bindings/cpp/run_tests.sh
     bindings/go/run_tests.sh
+    scripts/test_python.sh
 fi
