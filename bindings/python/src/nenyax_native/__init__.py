@@ -4,6 +4,7 @@ Import name ``nenyax_native`` (distribution ``nenyax-native``), so that it insta
 with the Python reference implementation, ``nenyax``.
 """
 
+from . import learners
 from ._native import LIBRARY_PATH, protocol_version, version
 from .env import Env, Policy, Runner, load
 from .errors import NenyaxError
@@ -20,5 +21,6 @@ __all__ = [
     "Trajectory",
     "load",
     "protocol_version",
+    "learners",
     "version",
 ]
