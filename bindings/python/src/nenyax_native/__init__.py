@@ -6,19 +6,24 @@ with the Python reference implementation, ``nenyax``.
 
 from . import learners
 from ._native import LIBRARY_PATH, protocol_version, version
-from .env import Env, Policy, Runner, load
+from .env import Env, Runner, load
 from .errors import NenyaxError
+from .policy import Endpoint, Episode, FunctionModel, Policy, as_policy
 from .trajectory import Trajectory
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Endpoint",
     "Env",
+    "Episode",
+    "FunctionModel",
     "LIBRARY_PATH",
     "NenyaxError",
     "Policy",
     "Runner",
     "Trajectory",
+    "as_policy",
     "load",
     "protocol_version",
     "learners",

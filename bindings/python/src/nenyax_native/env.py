@@ -6,20 +6,8 @@ import json
 from typing import Any, Dict, Iterable, List, Optional
 
 from ._native import call_json, call_string, check, ffi, json_arg, lib, utf8
+from .policy import Policy, PolicyLike, as_policy
 from .trajectory import Trajectory
-
-
-class Policy:
-    """A policy handle: an environment's own (reference/null), an endpoint, or Python callbacks."""
-
-    def __init__(self, handle: Any, keepalive: Any = None) -> None:
-        self._handle = ffi.gc(handle, lib.nenyax_policy_free)
-        # Python objects the C side points at (callbacks, user data) must outlive the handle.
-        self._keepalive = keepalive
-
-    @property
-    def handle(self) -> Any:
-        return self._handle
 
 
 class Env:
@@ -63,14 +51,18 @@ class Env:
 
     def rollout(
         self,
-        policy: Policy,
+        policy: PolicyLike,
         *,
         task: Optional[Dict[str, Any]] = None,
         seed: Optional[int] = None,
         max_steps: Optional[int] = None,
+        context: Optional[Dict[str, Any]] = None,
     ) -> Trajectory:
-        """One episode on this thread. A failed episode is returned with its ``error``."""
+        """One episode on this thread (any ``as_policy`` input). A failed episode is returned with its ``error``."""
+        policy = as_policy(policy)
         options: Dict[str, Any] = {}
+        if context is not None:
+            options["context"] = context
         if task is not None:
             options["task"] = task
         if seed is not None:
