@@ -332,3 +332,16 @@ def test_policy_loss_on_cuda_keeps_the_loss_on_the_device():
     assert loss.device == logp.device
     loss.backward()
     close(logp.grad.cpu().numpy(), case["expected"]["grad_logp"], "float32")
+
+
+@cuda
+def test_nan_inputs_and_empty_masks_on_cuda_are_refused_like_on_the_host():
+    torch = pytest.importorskip("torch")
+    device = f"cuda:{learners.cuda_device()['ordinal']}"
+    a = {k: torch.from_numpy(v).to(device) for k, v in shared(np.float32).items()}
+    logp = a["logp"].clone()
+    logp[1, 1] = float("nan")
+    with pytest.raises(ConfigError, match="`logp`: holds a NaN on a valid token"):
+        learners.pg_loss(logp, a["old_logp"], a["advantages"], a["mask"], config="dapo")
+    with pytest.raises(ConfigError, match="no valid tokens"):
+        learners.pg_loss(a["logp"], a["old_logp"], a["advantages"], torch.zeros_like(a["mask"]), config="dapo")

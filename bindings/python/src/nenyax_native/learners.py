@@ -28,7 +28,7 @@ from .errors import ConfigError
 
 Config = Union[None, str, Dict[str, Any]]
 
-# The stats the CUDA loss writes to its device buffer: the nenyax_pg_stats_t fields, then flags.
+# The bits of the flags that end the CUDA loss's stats: a NaN on a valid token of that input.
 _BAD_BITS = (
     (lib.NENYAX_PG_BAD_LOGP, "logp"),
     (lib.NENYAX_PG_BAD_OLD_LOGP, "old_logp"),
@@ -367,17 +367,15 @@ def _check_ordinal(device: Any) -> None:
 
 
 def _device_stats(stats_device: Any) -> PGStats:
-    """The stats of a CUDA loss (reading them synchronises), refusing what the CPU loss refuses."""
+    """The stats of a CUDA loss (reading them synchronises), refused as the library refuses them on the host."""
     values = stats_device.tolist()
-    flags = int(values[-1])
-    bad = [name for bit, name in _BAD_BITS if flags & bit]
-    # The same status and wording as the CPU loss, which checks these before computing.
-    if bad:
-        raise ConfigError(f"ConfigError: `{bad[0]}`: is not a number on a valid token (flags {flags}: {', '.join(bad)})")
-    stats = PGStats(*values[: len(PGStats._fields)])
-    if stats.tokens == 0:
+    # The checks and wording of the library's stats_from_device (core/src/kernels/api.rs).
+    if values[7] == 0:
         raise ConfigError("ConfigError: `mask`: has no valid tokens; nothing to compute a loss over")
-    return stats
+    for bit, name in _BAD_BITS:
+        if int(values[-1]) & bit:
+            raise ConfigError(f"ConfigError: `{name}`: holds a NaN on a valid token")
+    return PGStats(*values[: len(PGStats._fields)])
 
 
 def pg_loss(
