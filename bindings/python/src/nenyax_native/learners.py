@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import sys
 from typing import Any, Dict, NamedTuple, Optional, Sequence, Tuple, Union
 
@@ -62,8 +63,15 @@ def _is_tensor(x: Any) -> bool:
     return torch is not None and isinstance(x, torch.Tensor)
 
 
+# Names of dtypes seen so far: str(dtype) costs microseconds, a dict lookup nanoseconds.
+_DTYPE_NAMES: Dict[Any, str] = {}
+
+
 def _dtype_name(x: Any) -> str:
-    return str(x.dtype).replace("torch.", "")
+    name = _DTYPE_NAMES.get(x.dtype)
+    if name is None:
+        name = _DTYPE_NAMES[x.dtype] = str(x.dtype).replace("torch.", "")
+    return name
 
 
 class _Kind:
@@ -97,6 +105,10 @@ def _coerce(x: Any, name: str, kind: _Kind, dtype: str) -> Any:
     raise TypeError(f"{name} must be a numpy array, a torch tensor or a list, not {type(x).__name__}{hint}")
 
 
+_CTYPES = {name: ffi.typeof(name) for name in ("void *", "double *", "int64_t *", "uint8_t *")}
+_BUFFER_TYPES = {name: ffi.typeof(name.replace(" *", "[]").replace("void", "char")) for name in _CTYPES}
+
+
 def _ptr(x: Any, name: str, dtypes: Tuple[str, ...], kind: _Kind, *, ctype: str = "void *", writable: bool = False) -> Any:
     """The address of ``x``'s memory, after checking that the library can use it as it is."""
     if _is_tensor(x) != kind.torch or (kind.torch and x.device != kind.device):
@@ -108,12 +120,13 @@ def _ptr(x: Any, name: str, dtypes: Tuple[str, ...], kind: _Kind, *, ctype: str 
     if kind.torch:
         if not x.is_contiguous():
             raise TypeError(f"{name} is not contiguous: pass {name}.contiguous() (inputs are never copied)")
-        return ffi.cast(ctype, x.data_ptr())
+        return ffi.cast(_CTYPES[ctype], x.data_ptr())
     if not x.flags.c_contiguous:
         raise TypeError(f"{name} is not C-contiguous: pass np.ascontiguousarray({name}) (inputs are never copied)")
     if writable and not x.flags.writeable:
         raise TypeError(f"{name} is read-only; the library writes its results into it")
-    return ffi.cast(ctype, x.__array_interface__["data"][0])
+    # from_buffer takes the address without building __array_interface__ (10x cheaper).
+    return ffi.from_buffer(_BUFFER_TYPES[ctype], x)
 
 
 def _shape(x: Any) -> Tuple[int, ...]:
@@ -270,6 +283,9 @@ def dpo_loss(rewards: Any, group_ids: Any, logp: Any, ref_logp: Any, mask: Any, 
     return float(loss[0]), grad, int(pairs[0])
 
 
+_BATCH, _STATS = ffi.typeof("nenyax_pg_batch_t *"), ffi.typeof("nenyax_pg_stats_t *")
+
+
 class _PGCall:
     """One nenyax_pg_loss_batch call: the checked inputs, the outputs and the batch struct."""
 
@@ -313,7 +329,7 @@ class _PGCall:
         self.grad_entropy, gep = None, ffi.NULL
         if optional["entropy"] is not None:
             self.grad_entropy, gep = _out(grad_entropy_out, "grad_entropy_out", kind, (rows, width), dtype, "void *")
-        b = ffi.new("nenyax_pg_batch_t *")
+        b = ffi.new(_BATCH)
         b.version = lib.NENYAX_PG_BATCH_VERSION
         b.dtype = lib.NENYAX_DTYPE_F32 if dtype == "float32" else lib.NENYAX_DTYPE_F64
         b.memory = lib.NENYAX_MEMORY_CUDA if kind.cuda else lib.NENYAX_MEMORY_HOST
@@ -324,7 +340,7 @@ class _PGCall:
             setattr(b, name, ffi.NULL if x is None else _ptr(x, name, (dtype,), kind))
         b.mask = _mask_ptr(mask, kind)
         b.advantages = _ptr(advantages, "advantages", (dtype,), kind)
-        b.advantages_len = int(np.prod(_shape(advantages)))
+        b.advantages_len = math.prod(_shape(advantages))
         b.rows, b.width = rows, width
         b.grad_logp, b.grad_entropy = gp, gep
         self.stats_device = None
@@ -342,7 +358,7 @@ class _PGCall:
 
     def run(self) -> Optional[PGStats]:
         """Run the loss; host memory returns the stats, CUDA memory leaves them in stats_device."""
-        stats = ffi.new("nenyax_pg_stats_t *")
+        stats = ffi.new(_STATS)
         if self.kind.cuda:
             with _torch().cuda.device(self.kind.device):
                 check(lib.nenyax_pg_loss_batch(self.batch, self.config, len(self.config), ffi.NULL))
