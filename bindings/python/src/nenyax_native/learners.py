@@ -448,8 +448,12 @@ def _policy_loss_class() -> Any:
         @staticmethod
         def backward(ctx: Any, grad_loss: Any) -> Any:
             grad, grad_entropy = ctx.saved_tensors
-            d_entropy = grad_loss * grad_entropy if ctx.has_entropy else None
-            return grad_loss * grad, d_entropy, None, None, None, None, None
+            # loss.backward() seeds 1: the library's gradient is then the answer, without another
+            # pass over the batch (only checked on the CPU, where reading it does not synchronise).
+            if not (grad_loss.device.type == "cpu" and float(grad_loss) == 1.0):
+                grad = grad_loss * grad
+                grad_entropy = grad_loss * grad_entropy if ctx.has_entropy else None
+            return grad, grad_entropy if ctx.has_entropy else None, None, None, None, None, None
 
     return PolicyLoss
 
