@@ -142,6 +142,12 @@ def reply_set(reply: Any, text: Optional[str | bytes]) -> None:
     lib.nenyax_reply_set(reply, data, len(data))
 
 
+def free_now(handle: Any, free: Any) -> None:
+    """Free an ``ffi.gc``-owned handle now (its garbage-collection destructor is removed first)."""
+    ffi.gc(handle, None)
+    free(handle)
+
+
 def version() -> str:
     """The library's version (libnenyax, not this package)."""
     return ffi.string(lib.nenyax_version()).decode()

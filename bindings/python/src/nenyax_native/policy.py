@@ -48,6 +48,8 @@ def free_user_data(user_data: Any) -> None:
 def guarded(fn: Callable[..., None], out: Any) -> int:
     """Run ``fn()``; on any exception write ``"ExcType: message"`` to the reply ``out`` and return 1."""
     try:
+        if interrupted.is_set():  # the run is stopping: fail fast rather than call the user's code
+            raise KeyboardInterrupt("the run was interrupted")
         fn()
         return 0
     except BaseException as exc:  # noqa: B036 - nothing may unwind into C, Ctrl-C included
