@@ -9,7 +9,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 from ._native import check, ffi, json_arg, lib, reply_set, utf8
 from .env import Env, load
 from .judges import JudgeLike, judge_spec
-from .policy import free_user_data, guarded, new_user_data, text_arg
+from .policy import escaped, free_user_data, guarded, new_user_data, text_arg
 
 
 def define(
@@ -77,14 +77,10 @@ def _define_spec(spec: Dict[str, Any]) -> Env:
     return Env(out[0])
 
 
-def _row_and_text(task_ptr: Any, task_len: int) -> Dict[str, Any]:
-    return json.loads(text_arg(task_ptr, task_len))
-
-
 def _score(user_data: Any, task_ptr: Any, task_len: int, reply_ptr: Any, reply_len: int, score_out: Any, error: Any) -> int:
     def body() -> None:
         fns = ffi.from_handle(user_data)
-        value = fns["score"](_row_and_text(task_ptr, task_len), text_arg(reply_ptr, reply_len))
+        value = fns["score"](json.loads(text_arg(task_ptr, task_len)), text_arg(reply_ptr, reply_len))
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise TypeError(f"score must return a number, not {type(value).__name__}")
         score_out[0] = float(value)
@@ -94,7 +90,7 @@ def _score(user_data: Any, task_ptr: Any, task_len: int, reply_ptr: Any, reply_l
 
 def _reference(user_data: Any, task_ptr: Any, task_len: int, reply: Any) -> int:
     def body() -> None:
-        out = ffi.from_handle(user_data)["reference"](_row_and_text(task_ptr, task_len))
+        out = ffi.from_handle(user_data)["reference"](json.loads(text_arg(task_ptr, task_len)))
         if not isinstance(out, str):
             raise TypeError(f"reference must return the reply text (a str), not {type(out).__name__}")
         reply_set(reply, out)
@@ -129,10 +125,10 @@ def _step(user_data: Any, state_ptr: Any, state_len: int, action_ptr: Any, actio
     return guarded(body, state_out)
 
 
-_SCORE = ffi.callback("int32_t(void *, const char *, size_t, const char *, size_t, double *, nenyax_reply_t *)", _score, error=1)
-_REFERENCE = ffi.callback("int32_t(void *, const char *, size_t, nenyax_reply_t *)", _reference, error=1)
-_RESET = ffi.callback("int32_t(void *, int64_t, nenyax_reply_t *)", _reset, error=1)
-_OBSERVE = ffi.callback("int32_t(void *, const char *, size_t, nenyax_reply_t *)", _observe, error=1)
+_SCORE = ffi.callback("int32_t(void *, const char *, size_t, const char *, size_t, double *, nenyax_reply_t *)", _score, error=1, onerror=escaped)
+_REFERENCE = ffi.callback("int32_t(void *, const char *, size_t, nenyax_reply_t *)", _reference, error=1, onerror=escaped)
+_RESET = ffi.callback("int32_t(void *, int64_t, nenyax_reply_t *)", _reset, error=1, onerror=escaped)
+_OBSERVE = ffi.callback("int32_t(void *, const char *, size_t, nenyax_reply_t *)", _observe, error=1, onerror=escaped)
 _STEP = ffi.callback(
     "int32_t(void *, const char *, size_t, const char *, size_t, nenyax_reply_t *, double *, bool *)", _step, error=1
 )

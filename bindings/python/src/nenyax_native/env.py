@@ -6,6 +6,7 @@ import json
 import threading
 from typing import Any, Callable, Dict, Iterable, List, Optional, Union
 
+from . import errors
 from ._native import call_json, call_string, check, ffi, json_arg, lib, utf8
 from .judges import JudgeLike, judge_spec
 from .policy import Policy, PolicyLike, as_policy, interrupted
@@ -191,17 +192,24 @@ class Runner:
                 raised.append(exc)
                 return 1
 
-        c_sink = ffi.callback("nenyax_trajectory_fn", sink, error=1)
+        def sink_escaped(exc_type: Any, exc: Any, tb: Any) -> None:
+            # A Ctrl-C delivered on the callback's first line, before its ``try``.
+            raised.append(exc if exc is not None else exc_type())
+
+        c_sink = ffi.callback("nenyax_trajectory_fn", sink, error=1, onerror=sink_escaped)
         interrupted.clear()
         try:
             check(lib.nenyax_runner_run(self._handle, env.handle, policy.handle, *json_arg(options), c_sink, ffi.NULL, ffi.NULL))
-        except BaseException:
-            if not raised:
+        except errors.CallbackError:
+            if not (raised or interrupted.is_set()):
                 raise
         finally:
+            ctrl_c = interrupted.is_set()
             interrupted.clear()
         if raised:
             raise raised[0]
+        if ctrl_c:
+            raise KeyboardInterrupt
         return results
 
 

@@ -60,6 +60,12 @@ def guarded(fn: Callable[..., None], out: Any) -> int:
         return 1
 
 
+def escaped(exc_type: Any, exc: Any, tb: Any) -> None:
+    """cffi's ``onerror`` for every callback: a Ctrl-C delivered before a callback's ``try`` still stops the run."""
+    if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
+        interrupted.set()
+
+
 def text_arg(ptr: Any, size: int) -> str:
     """A (ptr, len) string the library passed to a callback."""
     return ffi.unpack(ptr, size).decode("utf-8")
@@ -128,10 +134,10 @@ def _serve(user_data: Any, episode: Any, ptr: Any, size: int, reply: Any, record
 
 
 # One set of trampolines for the process: each dispatches through user_data to its _Callable.
-_ACT = ffi.callback("nenyax_act_fn", lambda u, p, n, r: _serve(u, None, p, n, r, ffi.NULL), error=1)
-_CHAT = ffi.callback("nenyax_chat_fn", lambda u, p, n, r: _serve(u, None, p, n, r, ffi.NULL), error=1)
-_ACT_EPISODE = ffi.callback("nenyax_act_episode_fn", lambda u, e, p, n, r, rec: _serve(u, e, p, n, r, rec), error=1)
-_CHAT_EPISODE = ffi.callback("nenyax_chat_episode_fn", lambda u, e, p, n, r, rec: _serve(u, e, p, n, r, rec), error=1)
+_ACT = ffi.callback("nenyax_act_fn", lambda u, p, n, r: _serve(u, None, p, n, r, ffi.NULL), error=1, onerror=escaped)
+_CHAT = ffi.callback("nenyax_chat_fn", lambda u, p, n, r: _serve(u, None, p, n, r, ffi.NULL), error=1, onerror=escaped)
+_ACT_EPISODE = ffi.callback("nenyax_act_episode_fn", lambda u, e, p, n, r, rec: _serve(u, e, p, n, r, rec), error=1, onerror=escaped)
+_CHAT_EPISODE = ffi.callback("nenyax_chat_episode_fn", lambda u, e, p, n, r, rec: _serve(u, e, p, n, r, rec), error=1, onerror=escaped)
 
 
 class Policy:
