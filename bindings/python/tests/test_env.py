@@ -1,6 +1,7 @@
 """Sessions, conformance reports, judges, batches and errors against the real library."""
 
 import json
+import sys
 
 import nenyax_native as nx
 import pytest
@@ -151,3 +152,14 @@ def test_other_errors():
         nx.load(42)
     with pytest.raises(errors.InvalidArgumentError, match="expected i64"):
         nx.load(ARITH).session(seed="x")
+
+
+def test_policy_mismatch_fails_the_episode_with_its_name(monkeypatch):
+    # A real non-text environment: Gymnasium's CartPole through the library's Python bridge.
+    pytest.importorskip("gymnasium")
+    monkeypatch.setenv("NENYAX_PYTHON", sys.executable)
+    env = nx.load("gymnasium:CartPole-v1")
+    assert env.manifest["capabilities"]["text"] is False
+    traj = env.rollout(nx.FunctionModel(lambda messages: "left"))
+    assert traj.error.startswith("PolicyMismatch") and "pass an action policy" in traj.error
+    assert env.rollout(lambda obs: 0, seed=1).error is None

@@ -41,6 +41,7 @@ def new_user_data(obj: Any) -> Any:
 
 @ffi.callback("void(void *)")
 def free_user_data(user_data: Any) -> None:
+    """The library's free_user_data: drop the keepalive of a user_data pointer."""
     with _LIVE_LOCK:
         _LIVE.pop(int(ffi.cast("uintptr_t", user_data)), None)
 
@@ -116,6 +117,7 @@ class _Callable:
     chat: bool
 
     def answer(self, episode: Optional[Episode], payload: Any, reply: Any, record: Any) -> None:
+        """Call the function and write its reply (and record) into the library's slots."""
         out = self.fn(payload) if episode is None else self.fn(episode, payload)
         if episode is not None and isinstance(out, tuple):
             out, rec = out
