@@ -201,3 +201,5 @@ def test_bad_setup_is_an_exception():
         train(env, "grpo", roundz=1)
     with pytest.raises(TypeError, match="pass policy="):
         train(env, FirstGuessTable())
+    with pytest.raises(TypeError, match="trainer= goes with a named learner"):
+        train(env, FirstGuessTable(), trainer=UniformGuesser())

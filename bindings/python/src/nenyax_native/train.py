@@ -336,6 +336,8 @@ def train(
         raise TypeError(f"train() got unknown option(s) {', '.join(unknown)}; known: {', '.join(_OPTIONS)}")
     opts = dict(options or {})
     opts.update({k: v for k, v in kwargs.items() if v is not None})
+    if trainer is not None and isinstance(learner, (Learner, CustomLearner)):
+        raise TypeError("trainer= goes with a named learner (e.g. train(env, 'grpo', trainer=..., policy=...)), not a Learner or CustomLearner")
     if isinstance(learner, CustomLearner):
         policy = policy if policy is not None else learner.policy()
         if policy is None:
