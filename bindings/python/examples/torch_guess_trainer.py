@@ -22,7 +22,7 @@ from typing import Any, Dict, Tuple
 import nenyax_native as nx
 import numpy as np
 import torch
-from nenyax_native.train import TraceBatch, Trainer, TrainReport, train
+from nenyax_native.training import TraceBatch, Trainer, TrainReport, train
 
 URI = "builtin:guess?high=8&max_guesses=3&size=400"
 LEARNER = {"use": "grpo", "epochs": 2, "minibatches": 2}

@@ -8,7 +8,7 @@ import nenyax_native as nx
 import numpy as np
 import pytest
 from nenyax_native.errors import ConfigError
-from nenyax_native.train import CustomLearner, Learner, TraceBatch, Trainer, load_config, train, train_config
+from nenyax_native.training import CustomLearner, Learner, TraceBatch, Trainer, load_config, train, train_config
 
 REPO = Path(__file__).resolve().parents[3]
 GUESS8 = "builtin:guess?high=8&max_guesses=3&size=400"

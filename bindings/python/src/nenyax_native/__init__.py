@@ -17,7 +17,7 @@ from .report import Report
 from .sandbox import Sandbox
 from .serve import Server, serve
 from .session import Session
-from .train import CustomLearner, Learner, Trainer, TrainReport, load_config, train
+from .training import CustomLearner, Learner, Trainer, TrainReport, load_config, train
 from .trajectory import Trajectory
 
 __version__ = "0.1.0"

@@ -220,7 +220,7 @@ class Learner:
         vtable, user_data = ffi.NULL, ffi.NULL
         if trainer is not None:
             if not isinstance(trainer, Trainer):
-                raise TypeError(f"trainer must be a nenyax_native.train.Trainer, not {type(trainer).__name__}")
+                raise TypeError(f"trainer must be a nenyax_native.Trainer, not {type(trainer).__name__}")
             vtable = ffi.new("nenyax_trainer_vtable_t *")
             vtable.version = lib.NENYAX_TRAINER_VTABLE_VERSION
             vtable.logprobs, vtable.apply = _trainer_logprobs, _trainer_apply
@@ -247,7 +247,7 @@ class Learner:
     def custom(cls, learner: CustomLearner, policy: PolicyLike, name: Optional[str] = None) -> "Learner":
         """A CustomLearner rolling out with ``policy``, named ``name`` (default: its ``name`` or class name) in reports."""
         if not isinstance(learner, CustomLearner):
-            raise TypeError(f"learner must be a nenyax_native.train.CustomLearner, not {type(learner).__name__}")
+            raise TypeError(f"learner must be a nenyax_native.CustomLearner, not {type(learner).__name__}")
         pol = as_policy(policy)
         vtable = ffi.new("nenyax_learner_vtable_t *")
         vtable.version = lib.NENYAX_LEARNER_VTABLE_VERSION
