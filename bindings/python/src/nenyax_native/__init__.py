@@ -4,26 +4,61 @@ Import name ``nenyax_native`` (distribution ``nenyax-native``), so that it insta
 with the Python reference implementation, ``nenyax``.
 """
 
+from . import judges, learners
 from ._native import LIBRARY_PATH, protocol_version, version
-from .env import Env, Runner, load
+from .define import define
+from .env import Env, Runner, load, run, with_judge
+from .env import check_env as check
 from .errors import NenyaxError
+from .judges import Contains, EnvJudge, ExactMatch, LlmRubric, Numeric, RegexJudge, Weighted
 from .policy import Endpoint, Episode, FunctionModel, Policy, as_policy
+from .recording import Recording
+from .report import Report
+from .sandbox import Sandbox
+from .serve import Server, serve
+from .session import Session
+from .training import CustomLearner, Learner, Trainer, TrainReport, load_config, train
 from .trajectory import Trajectory
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Contains",
+    "CustomLearner",
     "Endpoint",
     "Env",
+    "EnvJudge",
     "Episode",
+    "ExactMatch",
     "FunctionModel",
     "LIBRARY_PATH",
+    "Learner",
+    "LlmRubric",
     "NenyaxError",
+    "Numeric",
     "Policy",
+    "Recording",
+    "RegexJudge",
+    "Report",
     "Runner",
+    "Sandbox",
+    "Server",
+    "Session",
+    "TrainReport",
+    "Trainer",
     "Trajectory",
+    "Weighted",
     "as_policy",
+    "check",
+    "define",
+    "judges",
+    "learners",
     "load",
+    "load_config",
     "protocol_version",
+    "run",
+    "serve",
+    "train",
     "version",
+    "with_judge",
 ]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Optional, Union
 
 from ._native import check, ffi, json_arg, lib, reply_set
 
@@ -41,6 +41,7 @@ def new_user_data(obj: Any) -> Any:
 
 @ffi.callback("void(void *)")
 def free_user_data(user_data: Any) -> None:
+    """The library's free_user_data: drop the keepalive of a user_data pointer."""
     with _LIVE_LOCK:
         _LIVE.pop(int(ffi.cast("uintptr_t", user_data)), None)
 
@@ -48,6 +49,8 @@ def free_user_data(user_data: Any) -> None:
 def guarded(fn: Callable[..., None], out: Any) -> int:
     """Run ``fn()``; on any exception write ``"ExcType: message"`` to the reply ``out`` and return 1."""
     try:
+        if interrupted.is_set():  # the run is stopping: fail fast rather than call the user's code
+            raise KeyboardInterrupt("the run was interrupted")
         fn()
         return 0
     except BaseException as exc:  # noqa: B036 - nothing may unwind into C, Ctrl-C included
@@ -56,6 +59,12 @@ def guarded(fn: Callable[..., None], out: Any) -> int:
         if out != ffi.NULL:
             reply_set(out, f"{type(exc).__name__}: {exc}")
         return 1
+
+
+def escaped(exc_type: Any, exc: Any, tb: Any) -> None:
+    """cffi's ``onerror`` for every callback: a Ctrl-C delivered before a callback's ``try`` still stops the run."""
+    if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
+        interrupted.set()
 
 
 def text_arg(ptr: Any, size: int) -> str:
@@ -108,6 +117,7 @@ class _Callable:
     chat: bool
 
     def answer(self, episode: Optional[Episode], payload: Any, reply: Any, record: Any) -> None:
+        """Call the function and write its reply (and record) into the library's slots."""
         out = self.fn(payload) if episode is None else self.fn(episode, payload)
         if episode is not None and isinstance(out, tuple):
             out, rec = out
@@ -126,10 +136,10 @@ def _serve(user_data: Any, episode: Any, ptr: Any, size: int, reply: Any, record
 
 
 # One set of trampolines for the process: each dispatches through user_data to its _Callable.
-_ACT = ffi.callback("nenyax_act_fn", lambda u, p, n, r: _serve(u, None, p, n, r, ffi.NULL), error=1)
-_CHAT = ffi.callback("nenyax_chat_fn", lambda u, p, n, r: _serve(u, None, p, n, r, ffi.NULL), error=1)
-_ACT_EPISODE = ffi.callback("nenyax_act_episode_fn", lambda u, e, p, n, r, rec: _serve(u, e, p, n, r, rec), error=1)
-_CHAT_EPISODE = ffi.callback("nenyax_chat_episode_fn", lambda u, e, p, n, r, rec: _serve(u, e, p, n, r, rec), error=1)
+_ACT = ffi.callback("nenyax_act_fn", lambda u, p, n, r: _serve(u, None, p, n, r, ffi.NULL), error=1, onerror=escaped)
+_CHAT = ffi.callback("nenyax_chat_fn", lambda u, p, n, r: _serve(u, None, p, n, r, ffi.NULL), error=1, onerror=escaped)
+_ACT_EPISODE = ffi.callback("nenyax_act_episode_fn", lambda u, e, p, n, r, rec: _serve(u, e, p, n, r, rec), error=1, onerror=escaped)
+_CHAT_EPISODE = ffi.callback("nenyax_chat_episode_fn", lambda u, e, p, n, r, rec: _serve(u, e, p, n, r, rec), error=1, onerror=escaped)
 
 
 class Policy:
