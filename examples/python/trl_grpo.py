@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Optional
 import nenyax_native as nx
 import torch
 from datasets import Dataset
-from nenyax_native.policy import FunctionModel, Policy
+from nenyax_native import FunctionModel, Policy
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 from trl import GRPOConfig, GRPOTrainer
@@ -238,13 +238,16 @@ def make_trainer(
     max_completion_length: int = 16,
     max_turns: int = 3,
     tasks: int = 0,
+    judge: Optional[Dict[str, Any]] = None,
     output_dir: str = "/tmp/nenyax-trl-grpo",
     seed: int = 0,
 ) -> GRPOTrainer:
-    """A GRPOTrainer whose data and rewards come from the Nenyax environment at ``uri``."""
+    """A GRPOTrainer whose data and rewards come from the Nenyax environment at ``uri`` (re-judged by ``judge``, a spec)."""
     if mode not in ("reward", "rollout"):
         raise ValueError(f"mode must be 'reward' (single-turn, reward_funcs) or 'rollout' (multi-turn, rollout_func), not {mode!r}")
     env = nx.load(uri)
+    if judge is not None:
+        env = env.with_judge(judge)
     tokenizer = build_tokenizer()
     config = GRPOConfig(
         output_dir=output_dir,
@@ -289,6 +292,7 @@ def main(argv: Optional[List[str]] = None) -> GRPOTrainer:
     parser.add_argument("--max-completion-length", type=int, default=16)
     parser.add_argument("--max-turns", type=int, default=3)
     parser.add_argument("--tasks", type=int, default=0, help="at most this many tasks (0: all)")
+    parser.add_argument("--judge", type=json.loads, help='a judge spec replacing the environment\'s, e.g. \'{"type": "regex", "pattern": "[0-9]"}\'')
     parser.add_argument("--output-dir", default="/tmp/nenyax-trl-grpo")
     a = parser.parse_args(argv)
     trainer = make_trainer(
@@ -300,6 +304,7 @@ def main(argv: Optional[List[str]] = None) -> GRPOTrainer:
         max_completion_length=a.max_completion_length,
         max_turns=a.max_turns,
         tasks=a.tasks,
+        judge=a.judge,
         output_dir=a.output_dir,
     )
     trainer.train()

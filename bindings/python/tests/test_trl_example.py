@@ -72,6 +72,31 @@ def test_grpo_steps_on_single_turn_rewards_from_the_environment(example, tmp_pat
     assert {t.judgment["judge"] for t in trajs} == {"builtin:arithmetic"}
 
 
+def test_grpo_learns_from_a_varying_nenyax_judgment(example, tmp_path):
+    # A judge the random model meets about half the time ("a digit anywhere in the reply"), so
+    # the groups' rewards differ and the step must move the weights.
+    trainer = example.make_trainer(
+        "builtin:arithmetic?size=16",
+        judge={"type": "regex", "pattern": "[0-9]"},
+        max_steps=2,
+        num_generations=8,
+        batch_size=8,
+        max_completion_length=24,
+        output_dir=str(tmp_path),
+    )
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    logs = train_logs(trainer)
+    trajs = trainer.nenyax_source.trajectories
+    assert {t.judgment["judge"] for t in trajs} == {"regex:[0-9]"}
+    assert any(log["reward_std"] > 0 for log in logs), logs
+    assert any(log["grad_norm"] > 0 for log in logs), logs
+    assert any(not torch_equal(a, b) for a, b in zip(before, trainer.model.parameters(), strict=True))
+
+
+def torch_equal(a, b):
+    return bool((a == b.detach()).all())
+
+
 def test_grpo_step_on_multi_turn_episodes_played_by_nenyax(example, tmp_path):
     trainer = example.make_trainer(
         "builtin:guess?size=4&max_guesses=5",
