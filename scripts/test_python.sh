@@ -40,6 +40,8 @@ rm -rf bindings/python/build
 export NENYAX_REQUIRE_TRL=1 NENYAX_REQUIRE_RAY=1
 # The bridge drivers' interpreter (reasoning-gym is in this venv), and TRL's experimental-API notice off.
 export NENYAX_PYTHON="$python" TRL_EXPERIMENTAL_SILENCE=1
+# The TRL example builds its model and tokenizer locally: nothing may reach for the Hugging Face Hub.
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
 unset NENYAX_LIBRARY NENYAX_HEADER
 # From a directory outside the tree, so `import nenyax_native` can only be the installed wheel.
 work="$(mktemp -d)"
