@@ -19,7 +19,7 @@ workload after the other. One JSON object per line on stdout, then a table of ra
   the same guess (identical trajectories); the difference per step is the callback's cost.
 - ``breakdown/...``: a binding rollout of builtin:arithmetic split in two: the C call alone
   (options pre-encoded, the trajectory left as JSON bytes) and ``json.loads`` of that JSON; and
-  the runner's batch of 1000 as one JSON array left unparsed (the library's rate from Python).
+  a runner batch of 1000 whose trajectories are kept as JSON bytes, not parsed.
 - ``cffi/...``: one call of a trivial C function (``nenyax_version_number``) and, for scale, of
   a trivial Python function.
 
@@ -43,7 +43,7 @@ os.environ.setdefault("NENYAX_PYTHON", sys.executable)
 import nenyax  # the Python reference, 0.1.0a1
 import nenyax_native as nx
 import python_reference as port  # the reference's define port of builtin:arithmetic
-from nenyax_native._native import call_string, ffi, lib
+from nenyax_native._native import call_string, check, ffi, lib
 from nenyax_native.policy import FunctionModel, Policy
 
 RUNS = int(os.environ.get("RUNS", "5"))
@@ -151,16 +151,26 @@ def breakdown() -> None:
     assert all(json.loads(r)["judgment"]["score"] == 1.0 for r in replies)
     timed("breakdown/c_rollout", "binding", lambda: [call_string(lib.nenyax_env_rollout, env.handle, oracle.handle, o, len(o)) for o in options], len)
     timed("breakdown/json_loads", "python", lambda: [json.loads(r) for r in replies], len, unit="trajectories/s")
-    # The batch as one JSON array left unparsed (nenyax_runner_run without a sink): the library's
-    # own rate as seen from Python, e.g. for a caller that writes the trajectories out as JSON.
+    # The batch with each trajectory kept as its JSON bytes (a sink that only copies them): what
+    # Runner.run would cost if Trajectory parsed lazily, e.g. for a caller that writes them out.
     batch = json.dumps({"n": N, "tasks": tasks}).encode()
+    kept: List[bytes] = []
+
+    @ffi.callback("nenyax_trajectory_fn", error=1)
+    def keep(_user: Any, _index: int, ptr: Any, size: int) -> int:
+        kept.append(ffi.unpack(ptr, size))
+        return 0
+
     for c in (1, 2):
         runner = nx.Runner(c)
-        def array() -> bytes:
-            return call_string(lib.nenyax_runner_run, runner._handle, env.handle, oracle.handle, batch, len(batch), ffi.NULL, ffi.NULL)
 
-        assert [t["judgment"]["score"] for t in json.loads(array())] == [1.0] * N
-        timed(f"breakdown/runner/{c}/json_array", "binding", array, lambda raw: N)
+        def as_bytes() -> List[bytes]:
+            kept.clear()
+            check(lib.nenyax_runner_run(runner._handle, env.handle, oracle.handle, batch, len(batch), keep, ffi.NULL, ffi.NULL))
+            return list(kept)
+
+        assert [json.loads(b)["judgment"]["score"] for b in as_bytes()] == [1.0] * N
+        timed(f"breakdown/runner/{c}/json_bytes", "binding", as_bytes, len)
 
 
 def cffi_calls() -> None:
