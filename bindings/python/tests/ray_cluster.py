@@ -125,7 +125,9 @@ class LocalCluster:
         ]
 
     def _start(self, name: str, args: List[str]) -> None:
-        env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", **{MARKER: f"{self.tag}-{name}"})
+        # Token auth turns itself on when ~/.ray/auth_token exists (another Ray user on this host
+        # may have made one); this throwaway loopback cluster opts out, like the driver does.
+        env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled", **{MARKER: f"{self.tag}-{name}"})
         # A dead node is noticed after period x threshold; the defaults (seconds) only slow the test.
         env.setdefault("RAY_health_check_period_ms", "1000")
         env.setdefault("RAY_health_check_failure_threshold", "5")

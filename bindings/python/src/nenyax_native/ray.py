@@ -278,13 +278,13 @@ class RayRunner:
 
     # -- the scheduler ----------------------------------------------------------------------
 
-    def _drive(self, method: str, payloads: Sequence[Any], counts: Sequence[int], max_in_flight: int, progress: Optional[Progress]) -> List[bytes]:
-        """Run every payload on some actor's ``method``; their results in payload order, each once."""
+    def _drive(self, method: str, payloads: Sequence[Any], counts: Sequence[int], max_in_flight: int, progress: Optional[Progress]) -> List[Trajectory]:
+        """Run every payload on some actor's ``method``; their trajectories in payload order, each shard once."""
         ray = self._ray
         retryable = self._retryable()
         self._top_up()
         pending: Deque[int] = deque(range(len(payloads)))
-        results: Dict[int, bytes] = {}
+        results: Dict[int, List[Trajectory]] = {}
         attempts = [0] * len(payloads)
         done_jobs, total_jobs = 0, sum(counts)
         stalled_since = time.monotonic()
@@ -333,11 +333,12 @@ class RayRunner:
                 stalled_since = time.monotonic()
                 if index in results:
                     continue
-                results[index] = value
+                # Parsed as each shard lands, while the actors work on the next ones.
+                results[index] = [Trajectory(d) for d in json.loads(value)]
                 done_jobs += counts[index]
                 if progress is not None:
                     progress(done_jobs, total_jobs)
-        return [results[i] for i in range(len(payloads))]
+        return [t for i in range(len(payloads)) for t in results[i]]
 
     # -- the work ---------------------------------------------------------------------------
 
@@ -389,8 +390,7 @@ class RayRunner:
                 options["max_steps"] = max_steps
             payloads.append(options)
             counts.append(count)
-        raw = self._drive("batch", payloads, counts, max_in_flight or self._default_max_in_flight(), progress)
-        return [Trajectory(d) for chunk in raw for d in json.loads(chunk)]
+        return self._drive("batch", payloads, counts, max_in_flight or self._default_max_in_flight(), progress)
 
     def rollout_groups(
         self,
@@ -427,8 +427,7 @@ class RayRunner:
                 jobs.append(job)
         size = shard_size or self._shard_size(len(jobs))
         chunks = [jobs[i : i + size] for i in range(0, len(jobs), size)]
-        raw = self._drive("episodes", chunks, [len(c) for c in chunks], max_in_flight or self._default_max_in_flight(), progress)
-        flat = iter([Trajectory(d) for chunk in raw for d in json.loads(chunk)])
+        flat = iter(self._drive("episodes", chunks, [len(c) for c in chunks], max_in_flight or self._default_max_in_flight(), progress))
         return [Group(g, task, slots[g], [next(flat) for _ in range(group_size)]) for g, task in enumerate(tasks)]
 
 
