@@ -5,6 +5,7 @@ Starts its own Ray cluster on this machine (bindings/python/tests/ray_cluster.py
 "node", each with CPUS logical CPUs), then, for the same batch (N rollouts of ``URI`` with the
 reference policy, every one checked to score 1.0):
 
+- ``local/decode``: what the driver pays per trajectory to parse a shard into Trajectory objects;
 - ``local/library/{1,2}``: the library alone (``nenyax_runner_run``'s JSON, unparsed);
 - ``local/runner/{1,2}``: ``nenyax_native.Runner(threads).run`` in this process, one call;
 - ``local/runner/{1,2}/sharded``: the same, in shards of SHARD run one after another: the
@@ -107,9 +108,21 @@ def sharded(runner: nx.Runner, env: nx.Env, policy: nx.Policy) -> list:
     return [t for start in range(0, N, SHARD) for t in runner.run(env, policy, min(SHARD, N - start), seed=start)]
 
 
+def decode_cost(runner: nx.Runner, env: nx.Env, policy: nx.Policy) -> list:
+    """Microseconds per trajectory to turn a shard's JSON into Trajectory objects (the driver's share)."""
+    raw = call_string(lib.nenyax_runner_run, runner._handle, env.handle, policy.handle, *json_arg({"n": SHARD}), ffi.NULL, ffi.NULL)
+    out = []
+    for _ in range(RUNS * 4):
+        t0 = time.perf_counter()
+        [nx.Trajectory(d) for d in json.loads(raw)]
+        out.append((time.perf_counter() - t0) / SHARD * 1e6)
+    return out
+
+
 def main() -> None:
     env = nx.load(URI)
     policy = env.reference_policy()
+    report("local/decode", "us per trajectory", decode_cost(nx.Runner(1), env, policy), shard=SHARD)
     for threads in (1, 2):
         runner = nx.Runner(threads)
         report(f"local/library/{threads}", "rollouts/s", library_rate(runner, env, policy))
