@@ -15,7 +15,7 @@ import nenyax_native as nx
 import pytest
 from nenyax_native import ray as nxray
 from nenyax_native._native import call_json, check, ffi, json_arg, lib
-from nenyax_native.errors import UnknownSchemeError
+from nenyax_native.errors import ConfigError, UnknownSchemeError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ray_cluster import LocalCluster
@@ -128,6 +128,23 @@ def test_run_survives_a_killed_node(cluster, local_run):
         again = runner.run(N, shard_size=250)
         print(f"\n{N} rollouts on Ray: {N / wall:.0f}/s with a node killed, {N / (time.monotonic() - t0):.0f}/s without")
         assert first_difference(again, local_run) is None
+
+
+@needs_ray
+def test_a_failed_batch_leaves_the_pool_clean(cluster, local_run):
+    with nxray.RayRunner(URI, actors=2) as runner:
+
+        def stop(done: int, total: int) -> None:
+            raise KeyError("stopped by the caller")
+
+        with pytest.raises(KeyError, match="stopped by the caller"):
+            runner.run(2000, shard_size=100, progress=stop)
+        # The library's own refusal, raised from the actor as the typed error it is.
+        with pytest.raises(ConfigError, match="max_steps must be at least 1"):
+            runner.run(10, max_steps=0)
+        # The shards of both batches that were still running must not leak into this one.
+        out = runner.run(2000, shard_size=100)
+        assert first_difference(out, local_run[:2000]) is None
 
 
 @needs_ray

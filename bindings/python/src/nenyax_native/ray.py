@@ -288,56 +288,62 @@ class RayRunner:
         attempts = [0] * len(payloads)
         done_jobs, total_jobs = 0, sum(counts)
         stalled_since = time.monotonic()
-        while len(results) < len(payloads):
-            in_flight = sum(len(a.shards) for a in self._actors)
-            ready = [a for a in self._actors if a.ready is None]
-            while pending and in_flight < max_in_flight and ready:
-                actor = min(ready, key=lambda a: len(a.shards))
-                index = pending.popleft()
-                attempts[index] += 1
-                actor.shards[getattr(actor.handle, method).remote(payloads[index])] = index
-                in_flight += 1
-            waiting = {ref: a for a in self._actors for ref in a.shards}
-            starting = {a.ready: a for a in self._actors if a.ready is not None}
-            if not waiting and not starting:
-                raise RuntimeError(
-                    f"no Ray actor is left for {self.uri} and the replacement budget is spent; "
-                    f"{len(payloads) - len(results)} shards did not run (raise replacements, or check the cluster)"
-                )
-            if not waiting and time.monotonic() - stalled_since > self.start_timeout_s:
-                raise TimeoutError(
-                    f"no Ray actor for {self.uri} started within {self.start_timeout_s:.0f} s: the cluster has no room for "
-                    f"actor_options={self.actor_options} (add nodes, or lower num_cpus)"
-                )
-            done, _ = ray.wait(list(waiting) + list(starting), num_returns=1, timeout=5.0)
-            for ref in done:
-                if ref in starting:
-                    if self._answered(starting[ref]):
-                        stalled_since = time.monotonic()
-                    continue
-                actor = waiting[ref]
-                if ref not in actor.shards:  # its actor was retired while this batch of refs was handled
-                    continue
-                index = actor.shards.pop(ref)
-                try:
-                    value = self._get(ref)
-                except retryable as exc:
-                    self.stats["lost_actors"] += 1
-                    lost = [index] + self._retire(actor)
-                    self.stats["retried_shards"] += len(lost)
-                    for i in lost:
-                        if attempts[i] >= self.max_attempts:
-                            raise RuntimeError(f"shard {i} of {self.uri} failed {attempts[i]} times; last: {exc}") from exc
-                    pending.extendleft(reversed([i for i in lost if i not in results]))
-                    continue
-                stalled_since = time.monotonic()
-                if index in results:
-                    continue
-                # Parsed as each shard lands, while the actors work on the next ones.
-                results[index] = [Trajectory(d) for d in json.loads(value)]
-                done_jobs += counts[index]
-                if progress is not None:
-                    progress(done_jobs, total_jobs)
+        try:
+            while len(results) < len(payloads):
+                in_flight = sum(len(a.shards) for a in self._actors)
+                ready = [a for a in self._actors if a.ready is None]
+                while pending and in_flight < max_in_flight and ready:
+                    actor = min(ready, key=lambda a: len(a.shards))
+                    index = pending.popleft()
+                    attempts[index] += 1
+                    actor.shards[getattr(actor.handle, method).remote(payloads[index])] = index
+                    in_flight += 1
+                waiting = {ref: a for a in self._actors for ref in a.shards}
+                starting = {a.ready: a for a in self._actors if a.ready is not None}
+                if not waiting and not starting:
+                    raise RuntimeError(
+                        f"no Ray actor is left for {self.uri} and the replacement budget is spent; "
+                        f"{len(payloads) - len(results)} shards did not run (raise replacements, or check the cluster)"
+                    )
+                if not waiting and time.monotonic() - stalled_since > self.start_timeout_s:
+                    raise TimeoutError(
+                        f"no Ray actor for {self.uri} started within {self.start_timeout_s:.0f} s: the cluster has no room for "
+                        f"actor_options={self.actor_options} (add nodes, or lower num_cpus)"
+                    )
+                done, _ = ray.wait(list(waiting) + list(starting), num_returns=1, timeout=5.0)
+                for ref in done:
+                    if ref in starting:
+                        if self._answered(starting[ref]):
+                            stalled_since = time.monotonic()
+                        continue
+                    actor = waiting[ref]
+                    if ref not in actor.shards:  # its actor was retired while this batch of refs was handled
+                        continue
+                    index = actor.shards.pop(ref)
+                    try:
+                        value = self._get(ref)
+                    except retryable as exc:
+                        self.stats["lost_actors"] += 1
+                        lost = [index] + self._retire(actor)
+                        self.stats["retried_shards"] += len(lost)
+                        for i in lost:
+                            if attempts[i] >= self.max_attempts:
+                                raise RuntimeError(f"shard {i} of {self.uri} failed {attempts[i]} times; last: {exc}") from exc
+                        pending.extendleft(reversed([i for i in lost if i not in results]))
+                        continue
+                    stalled_since = time.monotonic()
+                    if index in results:
+                        continue
+                    # Parsed as each shard lands, while the actors work on the next ones.
+                    results[index] = [Trajectory(d) for d in json.loads(value)]
+                    done_jobs += counts[index]
+                    if progress is not None:
+                        progress(done_jobs, total_jobs)
+        finally:
+            # A batch that raised leaves calls running; forgetting them here keeps their results
+            # out of the next batch, which would otherwise take them for its own shards.
+            for actor in self._actors:
+                actor.shards.clear()
         return [t for i in range(len(payloads)) for t in results[i]]
 
     # -- the work ---------------------------------------------------------------------------
