@@ -4,21 +4,53 @@ Import name ``nenyax_native`` (distribution ``nenyax-native``), so that it insta
 with the Python reference implementation, ``nenyax``.
 """
 
+from . import judges
 from ._native import LIBRARY_PATH, protocol_version, version
-from .env import Env, Policy, Runner, load
+from .define import define
+from .env import Env, Runner, load, run, with_judge
+from .env import check_env as check
 from .errors import NenyaxError
+from .judges import Contains, EnvJudge, ExactMatch, LlmRubric, Numeric, RegexJudge, Weighted
+from .policy import Endpoint, Episode, FunctionModel, Policy, as_policy
+from .recording import Recording
+from .report import Report
+from .sandbox import Sandbox
+from .serve import Server, serve
+from .session import Session
 from .trajectory import Trajectory
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Contains",
+    "Endpoint",
     "Env",
+    "EnvJudge",
+    "Episode",
+    "ExactMatch",
+    "FunctionModel",
     "LIBRARY_PATH",
+    "LlmRubric",
     "NenyaxError",
+    "Numeric",
     "Policy",
+    "Recording",
+    "RegexJudge",
+    "Report",
     "Runner",
+    "Sandbox",
+    "Server",
+    "Session",
     "Trajectory",
+    "Weighted",
+    "as_policy",
+    "check",
+    "define",
+    "judges",
     "load",
     "protocol_version",
+    "run",
+    "serve",
     "version",
+    "with_judge",
 ]

@@ -90,6 +90,7 @@ def check(err: Any) -> None:
 
 
 def utf8(text: str) -> bytes:
+    """The UTF-8 bytes of a str argument."""
     return text.encode("utf-8")
 
 
@@ -102,6 +103,7 @@ def json_arg(value: Any) -> tuple[Any, int]:
 
 
 def new_string() -> Any:
+    """An empty nenyax_string_t out-parameter."""
     return ffi.new("nenyax_string_t *")
 
 
@@ -116,10 +118,12 @@ def take_bytes(s: Any) -> bytes:
 
 
 def take_str(s: Any) -> str:
+    """The text of a nenyax_string_t out-parameter, freeing it."""
     return take_bytes(s).decode("utf-8")
 
 
 def take_json(s: Any) -> Any:
+    """The JSON value of a nenyax_string_t out-parameter, freeing it."""
     return json.loads(take_bytes(s))
 
 
@@ -131,6 +135,7 @@ def call_string(fn: Any, *args: Any) -> bytes:
 
 
 def call_json(fn: Any, *args: Any) -> Any:
+    """``call_string``, parsed as JSON."""
     return json.loads(call_string(fn, *args))
 
 
@@ -140,6 +145,12 @@ def reply_set(reply: Any, text: Optional[str | bytes]) -> None:
         return
     data = text if isinstance(text, bytes) else text.encode("utf-8")
     lib.nenyax_reply_set(reply, data, len(data))
+
+
+def free_now(handle: Any, free: Any) -> None:
+    """Free an ``ffi.gc``-owned handle now (its garbage-collection destructor is removed first)."""
+    ffi.gc(handle, None)
+    free(handle)
 
 
 def version() -> str:

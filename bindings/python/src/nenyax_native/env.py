@@ -1,25 +1,30 @@
-"""Environments, native policies and runners over the C ABI handles."""
+"""Environments, runners and batches over the C ABI handles."""
 
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Iterable, List, Optional
+import threading
+from typing import Any, Callable, Dict, Iterable, List, Optional, Union
 
+from . import errors
 from ._native import call_json, call_string, check, ffi, json_arg, lib, utf8
+from .judges import JudgeLike, judge_spec
+from .policy import Policy, PolicyLike, as_policy, interrupted
+from .report import Report
+from .session import Session
 from .trajectory import Trajectory
 
 
-class Policy:
-    """A policy handle: an environment's own (reference/null), an endpoint, or Python callbacks."""
+def _options(**values: Any) -> Dict[str, Any]:
+    """Options JSON without the ones left at None (the library's defaults)."""
+    return {k: v for k, v in values.items() if v is not None}
 
-    def __init__(self, handle: Any, keepalive: Any = None) -> None:
-        self._handle = ffi.gc(handle, lib.nenyax_policy_free)
-        # Python objects the C side points at (callbacks, user data) must outlive the handle.
-        self._keepalive = keepalive
 
-    @property
-    def handle(self) -> Any:
-        return self._handle
+def _reraise_interrupt() -> None:
+    """Raise the Ctrl-C that a callback caught (it could not propagate through C)."""
+    if interrupted.is_set():
+        interrupted.clear()
+        raise KeyboardInterrupt
 
 
 class Env:
@@ -32,6 +37,7 @@ class Env:
 
     @property
     def handle(self) -> Any:
+        """The nenyax_env_t pointer."""
         return self._handle
 
     @property
@@ -43,7 +49,13 @@ class Env:
 
     @property
     def id(self) -> str:
+        """The manifest's id."""
         return self.manifest.get("id", "")
+
+    @property
+    def mode(self) -> str:
+        """``step``, ``rollout`` or ``task``."""
+        return self.manifest.get("mode", "")
 
     def tasks(self, limit: int = 0) -> List[Dict[str, Any]]:
         """Up to ``limit`` tasks (0: all), as TaskRef dicts."""
@@ -63,22 +75,41 @@ class Env:
 
     def rollout(
         self,
-        policy: Policy,
+        policy: PolicyLike,
         *,
         task: Optional[Dict[str, Any]] = None,
         seed: Optional[int] = None,
         max_steps: Optional[int] = None,
+        context: Optional[Dict[str, Any]] = None,
     ) -> Trajectory:
-        """One episode on this thread. A failed episode is returned with its ``error``."""
-        options: Dict[str, Any] = {}
-        if task is not None:
-            options["task"] = task
-        if seed is not None:
-            options["seed"] = seed
-        if max_steps is not None:
-            options["max_steps"] = max_steps
-        ptr, size = json_arg(options or None)
-        return Trajectory.from_json(call_string(lib.nenyax_env_rollout, self._handle, policy.handle, ptr, size))
+        """One episode on this thread (any ``as_policy`` input). A failed episode is returned with its ``error``.
+
+        ``context`` is what per-episode policies see: {"phase", "round", "group", "member", "seed",
+        "task_id", "sample_seed"}.
+        """
+        policy = as_policy(policy)
+        options = _options(task=task, seed=seed, max_steps=max_steps, context=context)
+        interrupted.clear()
+        raw = call_string(lib.nenyax_env_rollout, self._handle, policy.handle, *json_arg(options or None))
+        _reraise_interrupt()
+        return Trajectory.from_json(raw)
+
+    def session(self, *, task: Optional[Dict[str, Any]] = None, seed: Optional[int] = None) -> Session:
+        """Open a step-mode episode to drive by hand; UnsupportedError for rollout/task environments."""
+        out = ffi.new("nenyax_session_t **")
+        check(lib.nenyax_session_open(self._handle, *json_arg(_options(task=task, seed=seed) or None), out))
+        return Session(out[0])
+
+    def check(self, *, samples: Optional[int] = None, threads: Optional[int] = None) -> Report:
+        """Measure conformance (fresh instances are rebuilt the way this handle was made)."""
+        return Report(call_json(lib.nenyax_env_check, self._handle, *json_arg(_options(samples=samples, threads=threads) or None)))
+
+    def with_judge(self, judge: JudgeLike) -> "Env":
+        """A new environment whose episodes are judged by ``judge`` (this one is unchanged)."""
+        spec = json.dumps(judge_spec(judge)).encode("utf-8")
+        out = ffi.new("nenyax_env_t **")
+        check(lib.nenyax_env_with_judge(self._handle, spec, len(spec), out))
+        return Env(out[0], keepalive=self._keepalive)
 
     def __repr__(self) -> str:
         return f"Env({self.id!r})"
@@ -86,10 +117,29 @@ class Env:
 
 def load(uri: str) -> Env:
     """Load an environment by URI, e.g. ``builtin:arithmetic?size=100``."""
+    if not isinstance(uri, str):
+        raise TypeError(f"load takes a URI string like 'builtin:arithmetic', not {type(uri).__name__}")
     data = utf8(uri)
     out = ffi.new("nenyax_env_t **")
     check(lib.nenyax_env_load(data, len(data), out))
     return Env(out[0])
+
+
+def with_judge(env: Union[Env, str], judge: JudgeLike) -> Env:
+    """``env`` (an Env or URI) re-judged by ``judge`` (a judge object or spec dict)."""
+    return _env(env).with_judge(judge)
+
+
+def check_env(env: Union[Env, str], *, samples: Optional[int] = None, threads: Optional[int] = None) -> Report:
+    """Conformance of a URI (loaded afresh, the full suite) or of an Env handle, as a Report."""
+    if isinstance(env, Env):
+        return env.check(samples=samples, threads=threads)
+    uri = utf8(env)
+    return Report(call_json(lib.nenyax_check_uri, uri, len(uri), *json_arg(_options(samples=samples, threads=threads) or None)))
+
+
+def _env(env: Union[Env, str]) -> Env:
+    return env if isinstance(env, Env) else load(env)
 
 
 class Runner:
@@ -102,24 +152,92 @@ class Runner:
 
     @property
     def threads(self) -> int:
+        """Its number of worker threads."""
         return int(lib.nenyax_runner_threads(self._handle))
 
     def run(
         self,
         env: Env,
-        policy: Policy,
+        policy: PolicyLike,
         n: int = 10,
         *,
         seed: int = 0,
         max_steps: Optional[int] = None,
         tasks: Optional[Iterable[Dict[str, Any]]] = None,
+        on_trajectory: Optional[Callable[[Trajectory], Any]] = None,
+        progress: Optional[Callable[[int, int], Any]] = None,
     ) -> List[Trajectory]:
-        """``n`` episodes in parallel, returned in job order."""
-        options: Dict[str, Any] = {"n": n, "seed": seed}
-        if max_steps is not None:
-            options["max_steps"] = max_steps
-        if tasks is not None:
-            options["tasks"] = list(tasks)
-        ptr, size = json_arg(options)
-        raw = call_string(lib.nenyax_runner_run, self._handle, env.handle, policy.handle, ptr, size, ffi.NULL, ffi.NULL)
-        return [Trajectory(d) for d in json.loads(raw)]
+        """``n`` episodes in parallel, returned (and streamed to ``on_trajectory``) in job order.
+
+        Ctrl-C stops the batch at the next trajectory or Python callback and raises
+        KeyboardInterrupt; an exception from ``on_trajectory`` or ``progress`` stops it and is re-raised.
+        """
+        policy = as_policy(policy)
+        options = _options(n=n, seed=seed, max_steps=max_steps, tasks=None if tasks is None else list(tasks))
+        results: List[Trajectory] = []
+        raised: List[BaseException] = []
+
+        def sink(_user: Any, _index: int, ptr: Any, size: int) -> int:
+            try:
+                if interrupted.is_set():  # a policy callback caught the Ctrl-C
+                    raise KeyboardInterrupt
+                traj = Trajectory.from_json(ffi.unpack(ptr, size))
+                results.append(traj)
+                if on_trajectory is not None:
+                    on_trajectory(traj)
+                if progress is not None:
+                    progress(len(results), n)
+                return 0
+            except BaseException as exc:  # noqa: B036 - nothing may unwind into C, Ctrl-C included
+                raised.append(exc)
+                return 1
+
+        def sink_escaped(exc_type: Any, exc: Any, tb: Any) -> None:
+            # A Ctrl-C delivered on the callback's first line, before its ``try``.
+            raised.append(exc if exc is not None else exc_type())
+
+        c_sink = ffi.callback("nenyax_trajectory_fn", sink, error=1, onerror=sink_escaped)
+        interrupted.clear()
+        try:
+            check(lib.nenyax_runner_run(self._handle, env.handle, policy.handle, *json_arg(options), c_sink, ffi.NULL, ffi.NULL))
+        except errors.CallbackError:
+            if not (raised or interrupted.is_set()):
+                raise
+        finally:
+            ctrl_c = interrupted.is_set()
+            interrupted.clear()
+        if raised:
+            raise raised[0]
+        if ctrl_c:
+            raise KeyboardInterrupt
+        return results
+
+
+_RUNNERS: Dict[int, Runner] = {}
+_RUNNERS_LOCK = threading.Lock()
+
+
+def _runner(threads: int) -> Runner:
+    """One runner per concurrency for the process, so repeated runs reuse their threads."""
+    with _RUNNERS_LOCK:
+        if threads not in _RUNNERS:
+            _RUNNERS[threads] = Runner(threads)
+        return _RUNNERS[threads]
+
+
+def run(
+    env: Union[Env, str],
+    policy: PolicyLike,
+    *,
+    n: int = 10,
+    concurrency: int = 0,
+    seed: int = 0,
+    max_steps: Optional[int] = None,
+    tasks: Optional[Iterable[Dict[str, Any]]] = None,
+    on_trajectory: Optional[Callable[[Trajectory], Any]] = None,
+    progress: Optional[Callable[[int, int], Any]] = None,
+) -> List[Trajectory]:
+    """Roll out ``n`` episodes of ``env`` (an Env or URI) on ``concurrency`` library threads (0: one per core)."""
+    return _runner(concurrency).run(
+        _env(env), policy, n, seed=seed, max_steps=max_steps, tasks=tasks, on_trajectory=on_trajectory, progress=progress
+    )

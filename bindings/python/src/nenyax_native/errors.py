@@ -51,10 +51,12 @@ class NenyaxError(Exception):
 
     @property
     def status_name(self) -> str:
+        """The status's name, e.g. ``UNKNOWN_SCHEME``."""
         return STATUS_NAMES.get(self.status, f"UNKNOWN({self.status})")
 
     @property
     def message(self) -> str:
+        """The library's message."""
         return str(self.args[0]) if self.args else ""
 
     def __repr__(self) -> str:
@@ -104,5 +106,6 @@ TrainingError: Type[NenyaxError] = _CLASSES[25]
 
 
 def error_for_status(status: int, message: str) -> NenyaxError:
+    """The exception of the class for ``status``, carrying ``message``."""
     cls = _CLASSES.get(status, NenyaxError)
     return cls(message, status)

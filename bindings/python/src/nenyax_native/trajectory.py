@@ -57,19 +57,38 @@ class Trajectory:
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any]) -> "Trajectory":
+        """A Trajectory from its contract dict."""
         return cls(data)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> "Trajectory":
+        """A Trajectory from its contract JSON."""
         return cls(json.loads(text))
 
     def to_dict(self) -> Dict[str, Any]:
+        """The contract dict (unknown fields kept)."""
         out = {name: getattr(self, name) for name in FIELDS}
         out.update(self._extra)
         return out
 
     def to_json(self) -> str:
+        """The contract JSON."""
         return json.dumps(self.to_dict())
+
+    def to_reference(self) -> Any:
+        """This trajectory as the Python reference's ``nenyax.Trajectory`` (validated by it)."""
+        try:
+            from nenyax import Trajectory as Reference
+        except ImportError as exc:
+            raise ImportError("to_reference needs the Python reference: pip install nenyax") from exc
+        return Reference.model_validate_json(self.to_json())
+
+    @classmethod
+    def from_reference(cls, obj: Any) -> "Trajectory":
+        """A Trajectory from the reference's ``nenyax.Trajectory`` (or anything with ``model_dump_json``)."""
+        if not hasattr(obj, "model_dump_json"):
+            raise TypeError(f"from_reference takes a nenyax.Trajectory (pydantic), not {type(obj).__name__}")
+        return cls.from_json(obj.model_dump_json())
 
     @property
     def score(self) -> Optional[float]:
@@ -85,6 +104,7 @@ class Trajectory:
 
     @property
     def task_id(self) -> Optional[str]:
+        """The task's id, if the episode played a listed task."""
         return (self.task or {}).get("id")
 
     def __eq__(self, other: object) -> bool:
