@@ -86,8 +86,16 @@ def test_sample_seeds_are_the_train_loops(tmp_path):
 def test_bad_policy_specs_are_refused_before_any_actor():
     with pytest.raises(ValueError, match="'oracle' is unknown"):
         nxray.RayRunner(URI, "oracle")
-    with pytest.raises(TypeError, match="not int"):
+    with pytest.raises(TypeError, match="cannot be a int"):
         nxray.RayRunner(URI, 3)
+    env = nx.load(URI)
+    with pytest.raises(TypeError, match="cannot go to other nodes"):
+        nxray.RayRunner(URI, env.reference_policy())
+
+
+def solve(observation: dict) -> str:
+    """An action policy that works the sum out from the observation, as a model would."""
+    return f"<answer>{eval(observation['data']['expression'], {'__builtins__': {}})}</answer>"
 
 
 @needs_ray
@@ -148,6 +156,16 @@ def test_a_failed_batch_leaves_the_pool_clean(cluster, local_run):
 
 
 @needs_ray
+def test_a_python_callable_policy_goes_to_the_actors(cluster, local_run):
+    # Ray pickles functions of importable modules by name; the workers cannot import this test
+    # module, so its functions travel by value, as a user's notebook functions do.
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    out = nxray.run(URI, solve, 600, actors=2, shard_size=50)
+    assert [t.steps[0]["action"] for t in out] == [t.steps[0]["action"] for t in local_run[:600]]
+    assert all(t.score == 1.0 for t in out)
+
+
+@needs_ray
 def test_rollout_groups_carry_the_train_contexts(cluster):
     # nenyax_train's round 1 with seed 7 and batch 2 plays tasks 3 and 28 of builtin:guess
     # (environment seeds 7 + index); the same groups on Ray get the same episode contexts.
@@ -170,8 +188,8 @@ def test_rollout_groups_carry_the_train_contexts(cluster):
 def test_check_many_uris_in_order(cluster):
     uris = ["builtin:arithmetic?size=5", "builtin:guess", "builtin:arithmetic?size=7"]
     reports = nxray.check(uris, {"samples": 2, "threads": 1})
-    assert [r["env_id"] for r in reports] == uris
-    assert all(r["checks"] for r in reports)
+    assert [r.env_id for r in reports] == uris
+    assert all(r.checks and r.reached("evaluable") for r in reports)
     with pytest.raises(UnknownSchemeError, match="check of 'nosuch:thing'"):
         nxray.check(["builtin:guess", "nosuch:thing"])
 

@@ -23,14 +23,18 @@ from typing import Any, Callable, Deque, Dict, Iterable, List, Optional, Sequenc
 
 from ._native import call_json, call_string, ffi, json_arg, lib, utf8
 from ._native import check as check_error
-from .env import Env, Policy, Runner, load
+from .env import Env, Runner, load
 from .errors import NenyaxError
+from .policy import Endpoint, FunctionModel, Policy, as_policy
+from .report import Report
 from .trajectory import Trajectory
 
 #: A policy every node can rebuild: "reference" / "null" (the environment's own), an endpoint's
-#: options (a dict, as ``nenyax_policy_endpoint`` takes them), or any object the py-api
-#: ``as_policy`` accepts (a callable: Ray cloudpickles it to the actors).
-PolicySpec = Union[str, Dict[str, Any], Callable[..., Any]]
+#: options (a dict, as ``nenyax_policy_endpoint`` takes them) or an :class:`Endpoint`, a
+#: :class:`FunctionModel`, or a callable (an action policy); Ray cloudpickles the last two to the
+#: actors, so their code must be importable there or registered with
+#: ``cloudpickle.register_pickle_by_value``.
+PolicySpec = Union[str, Dict[str, Any], Endpoint, FunctionModel, Callable[..., Any]]
 Progress = Callable[[int, int], None]
 
 # Seed mixing of the library's EpisodeContext::new (core/src/policy.rs), so that the sampling
@@ -73,6 +77,9 @@ def _ray() -> Any:
     return ray
 
 
+SPEC_HELP = "use 'reference', 'null', an endpoint dict, an Endpoint, a FunctionModel or a callable"
+
+
 def make_policy(env: Env, spec: PolicySpec) -> Policy:
     """The policy handle a spec names, built against ``env`` (on the node that runs it)."""
     if isinstance(spec, str):
@@ -80,28 +87,23 @@ def make_policy(env: Env, spec: PolicySpec) -> Policy:
             return env.reference_policy()
         if spec == "null":
             return env.null_policy()
-        raise ValueError(f"policy spec {spec!r} is unknown: use 'reference', 'null', an endpoint dict or a callable")
+        raise ValueError(f"policy spec {spec!r} is unknown: {SPEC_HELP}")
     if isinstance(spec, dict):
-        ptr, size = json_arg(spec)
+        # The library reads the options itself, so an unknown key is named by its ConfigError.
         out = ffi.new("nenyax_policy_t **")
-        check_error(lib.nenyax_policy_endpoint(ptr, size, out))
-        return Policy(out[0])
-    try:
-        from .policy import as_policy  # type: ignore[attr-defined]
-    except ImportError as exc:
-        raise TypeError(
-            f"policy spec of type {type(spec).__name__} needs nenyax_native.policy.as_policy (the py-api binding); "
-            "use 'reference', 'null' or an endpoint dict"
-        ) from exc
+        check_error(lib.nenyax_policy_endpoint(*json_arg(spec), out))
+        return Policy(out[0], kind="chat")
     return as_policy(spec)
 
 
 def _check_spec(spec: PolicySpec) -> None:
     """Refuse a bad spec on the driver, before any actor is started for it."""
+    if isinstance(spec, Policy):
+        raise TypeError(f"a Policy is a handle in this process and cannot go to other nodes; {SPEC_HELP}")
     if isinstance(spec, str) and spec not in ("reference", "null"):
-        raise ValueError(f"policy spec {spec!r} is unknown: use 'reference', 'null', an endpoint dict or a callable")
-    if not isinstance(spec, (str, dict)) and not callable(spec):
-        raise TypeError(f"policy spec must be 'reference', 'null', an endpoint dict or a callable, not {type(spec).__name__}")
+        raise ValueError(f"policy spec {spec!r} is unknown: {SPEC_HELP}")
+    if not isinstance(spec, (str, dict, Endpoint, FunctionModel)) and not callable(spec):
+        raise TypeError(f"a policy spec cannot be a {type(spec).__name__}: {SPEC_HELP}")
 
 
 class _Worker:
@@ -490,7 +492,7 @@ def check(
     num_cpus: float = 1,
     max_retries: int = 3,
     progress: Optional[Progress] = None,
-) -> List[Dict[str, Any]]:
+) -> List[Report]:
     """Conformance reports of many URIs in parallel across the cluster, in the order given.
 
     Each URI is one Ray task (re-run by Ray up to ``max_retries`` times if its worker or node
@@ -507,7 +509,7 @@ def check(
     while remaining:
         done, remaining = ray.wait(remaining, num_returns=1)
         i = index[done[0]]
-        reports[i] = _get(ray, done[0], f"check of {uris[i]!r}")
+        reports[i] = Report(_get(ray, done[0], f"check of {uris[i]!r}"))
         if progress is not None:
             progress(len(refs) - len(remaining), len(refs))
     return reports
