@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -140,6 +141,7 @@ def main() -> None:
         ray_side(cluster, "2-nodes", local)
     finally:
         cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

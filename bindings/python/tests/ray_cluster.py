@@ -5,6 +5,10 @@ of its own. Each node's processes inherit a marker variable naming the node, so 
 can be killed outright (raylet, agents and workers together: a machine that vanished) and the
 whole cluster stopped without ``ray stop``, which would also stop Ray clusters this process did
 not start.
+
+Nodes are started with ``--node-ip-address=127.0.0.1``, but Ray replaces a loopback address with
+the host's own (``resolve_ip_for_localhost``), so the nodes advertise that; nothing is reached
+beyond this machine either way.
 """
 
 from __future__ import annotations
