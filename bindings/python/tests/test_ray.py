@@ -139,6 +139,22 @@ def test_run_survives_a_killed_node(cluster, local_run):
 
 
 @needs_ray
+def test_a_killed_actor_is_replaced_and_its_shards_rerun(cluster, local_run):
+    with nxray.RayRunner(URI, actors=2) as runner:
+        runner.wait_ready(180)
+        victim = runner._actors[0].handle
+
+        def progress(done: int, total: int) -> None:
+            if done >= 1000 and runner.stats["lost_actors"] == 0 and any(a.handle is victim for a in runner._actors):
+                ray.kill(victim, no_restart=True)  # the worker process only; its node lives on
+
+        out = runner.run(4000, shard_size=100, progress=progress)
+        assert runner.stats["lost_actors"] == 1 and runner.stats["retried_shards"] >= 1
+        assert first_difference(out, local_run[:4000]) is None
+        assert len(runner.wait_ready(180)) == 2, "the replacement did not start"
+
+
+@needs_ray
 def test_a_failed_batch_leaves_the_pool_clean(cluster, local_run):
     with nxray.RayRunner(URI, actors=2) as runner:
 
