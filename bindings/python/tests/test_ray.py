@@ -22,7 +22,9 @@ from ray_cluster import LocalCluster
 
 try:
     import ray
-except ImportError:
+
+    ray.remote  # noqa: B018 - a directory named ray on sys.path imports as an empty namespace package
+except (ImportError, AttributeError):
     ray = None
     if os.environ.get("NENYAX_REQUIRE_RAY") == "1":
         pytest.fail("NENYAX_REQUIRE_RAY=1 but ray is not installed: pip install 'nenyax-native[ray]'", pytrace=False)

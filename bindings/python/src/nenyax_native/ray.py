@@ -72,7 +72,9 @@ def _get(ray: Any, ref: Any, what: Optional[str] = None) -> Any:
 def _ray() -> Any:
     try:
         import ray
-    except ImportError as exc:
+
+        ray.remote  # noqa: B018 - a directory named ray on sys.path imports as an empty namespace package
+    except (ImportError, AttributeError) as exc:
         raise ImportError("nenyax_native.ray needs Ray: pip install 'nenyax-native[ray]' (or pip install ray)") from exc
     return ray
 
