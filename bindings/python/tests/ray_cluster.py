@@ -28,11 +28,26 @@ from typing import Dict, List, Set
 MARKER = "NENYAX_RAY_NODE"
 
 
-def free_port() -> int:
-    """A TCP port nothing listens on now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(count: int, taken: Set[int]) -> List[int]:
+    """``count`` distinct TCP ports nothing listens on now and not in ``taken`` (which they join).
+
+    The sockets stay bound until all are picked: a port released at once is often handed out
+    again by the next bind, and Ray refuses two components on one port.
+    """
+    socks, ports = [], []
+    try:
+        while len(ports) < count:
+            s = socket.socket()
+            socks.append(s)
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+            if port not in taken:
+                taken.add(port)
+                ports.append(port)
+        return ports
+    finally:
+        for s in socks:
+            s.close()
 
 
 def marked(value: str, prefix: bool = False) -> List[int]:
@@ -108,7 +123,8 @@ class LocalCluster:
         self.ray = str(Path(sys.executable).with_name("ray"))
         if not Path(self.ray).exists():
             self.ray = shutil.which("ray") or "ray"
-        self.port = free_port()
+        self._taken: Set[int] = set()
+        self.port = free_ports(1, self._taken)[0]
         self.address = f"127.0.0.1:{self.port}"
         self.procs: Dict[str, subprocess.Popen] = {}
         # Worker ports come from a range of their own per node, away from the ephemeral ports above.
@@ -117,16 +133,12 @@ class LocalCluster:
     def _ports(self) -> List[str]:
         lo = self._next_worker_port
         self._next_worker_port += 200
-        return [
-            f"--node-manager-port={free_port()}",
-            f"--object-manager-port={free_port()}",
-            f"--min-worker-port={lo}",
-            f"--max-worker-port={lo + 199}",
-            f"--dashboard-agent-listen-port={free_port()}",
-            f"--dashboard-agent-grpc-port={free_port()}",
-            f"--runtime-env-agent-port={free_port()}",
-            f"--metrics-export-port={free_port()}",
-        ]
+        names = ["node-manager", "object-manager", "dashboard-agent-listen", "dashboard-agent-grpc", "runtime-env-agent", "metrics-export"]
+        return self._port_flags(names) + [f"--min-worker-port={lo}", f"--max-worker-port={lo + 199}"]
+
+    def _port_flags(self, names: List[str]) -> List[str]:
+        """``--<name>-port=<free port>`` for each name, every port distinct in this cluster."""
+        return [f"--{name}-port={port}" for name, port in zip(names, free_ports(len(names), self._taken), strict=True)]
 
     def _start(self, name: str, args: List[str]) -> None:
         # Token auth turns itself on when ~/.ray/auth_token exists (another Ray user on this host
@@ -156,8 +168,7 @@ class LocalCluster:
                 f"--port={self.port}",
                 f"--temp-dir={self.root / 't'}",
                 "--include-dashboard=false",
-                f"--dashboard-port={free_port()}",
-                f"--ray-client-server-port={free_port()}",
+                *self._port_flags(["dashboard", "ray-client-server"]),
             ],
         )
         self._wait_port(timeout_s)
