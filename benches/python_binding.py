@@ -16,6 +16,7 @@ workload after the other. One JSON object per line on stdout, then a table of ra
   sides, and ``runner/2+write_jsonl`` writes the batch to a JSONL file (``Runner.write`` /
   the reference's ``run(out=...)``). ``arithmetic_100k/...``: the same at 100,000 rollouts
   per run (the 1000 tasks 100 times; RUNS_100K, default 2, timed runs and no warm-up).
+  KINDS=oracle (or callable) runs only those rows.
 - ``reasoning_gym/...``: ``reasoning_gym:basic_arithmetic?size=1000`` with each side's oracle:
   the binding through the library's bridge (Python workers running reasoning-gym; NENYAX_PYTHON,
   default this interpreter), the reference through its own in-process driver.
@@ -140,7 +141,7 @@ def arithmetic(jobs: int = N, runs: int = 0) -> None:
     our_jobs = tasks * (jobs // N)
     ref_jobs = ref_tasks * (jobs // N)
     path = Path(tempfile.mkdtemp()) / "trajectories.jsonl"
-    for kind in ("oracle", "callable"):
+    for kind in os.environ.get("KINDS", "oracle,callable").split(","):
         p, q = ours[kind], theirs[kind]
         timed(f"{tag}/{kind}/serial", "binding", lambda: [env.rollout(p, task=t, seed=i) for i, t in enumerate(our_jobs)], check, runs=runs)
         timed(f"{tag}/{kind}/serial", "reference", lambda: [ref_env.rollout(q, task=t, seed=i) for i, t in enumerate(ref_jobs)], check, runs=runs)
@@ -178,8 +179,9 @@ def arithmetic_100k() -> None:
 
 def memory() -> None:
     """Peak RSS of a fresh interpreter that runs one 100,000-rollout arithmetic batch on 2 threads and keeps
-    the list, each side alone (``ru_maxrss``; the import and environment included, measured without the batch too)."""
-    prelude = "import resource, sys; sys.path.insert(0, %r); import nenyax, nenyax_native as nx, python_reference as port\n" % str(
+    the list, each side alone (VmHWM: ``ru_maxrss`` would include this process's peak from before the exec;
+    the import and environment included, measured without the batch too)."""
+    prelude = "import sys; sys.path.insert(0, %r); import nenyax, nenyax_native as nx, python_reference as port\n" % str(
         Path(__file__).resolve().parent
     )
     sides = {
@@ -191,7 +193,7 @@ def memory() -> None:
     for side, body in sides.items():
         peaks = []
         for jobs in (0, 100_000):
-            code = prelude + f"JOBS = {jobs}\n" + body + "assert len(out) == JOBS\nprint(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)"
+            code = prelude + f"JOBS = {jobs}\n" + body + "assert len(out) == JOBS\nprint(next(int(line.split()[1]) for line in open('/proc/self/status') if line.startswith('VmHWM')) / 1024)"
             peaks.append(float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout))
         rec = {"workload": "memory/arithmetic_100k/runner/2", "side": side, "unit": "MB peak RSS", "best": peaks[1], "median": peaks[1], "without_batch": peaks[0]}
         RESULTS.append(rec)
