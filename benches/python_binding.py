@@ -11,6 +11,12 @@ workload after the other. One JSON object per line on stdout, then a table of ra
   ``callable``: the same Python lookup function, prompt -> ``<answer>N</answer>``, as a chat
   policy on both sides (``FunctionModel``). ``serial``: ``env.rollout`` in a Python loop;
   ``runner/{1,2}``: a binding ``Runner(c).run`` / the reference's ``nenyax.run(concurrency=c)``.
+  Binding trajectories are parsed on first field access, so these rows do not include the
+  parse; ``runner/2+read_score`` reads every trajectory's score inside the timing on both
+  sides, and ``runner/2+write_jsonl`` writes the batch to a JSONL file (``Runner.write`` /
+  the reference's ``run(out=...)``). ``arithmetic_100k/...``: the same at 100,000 rollouts
+  per run (the 1000 tasks 100 times; RUNS_100K, default 2, timed runs and no warm-up).
+  KINDS=oracle (or callable) runs only those rows.
 - ``reasoning_gym/...``: ``reasoning_gym:basic_arithmetic?size=1000`` with each side's oracle:
   the binding through the library's bridge (Python workers running reasoning-gym; NENYAX_PYTHON,
   default this interpreter), the reference through its own in-process driver.
@@ -19,20 +25,28 @@ workload after the other. One JSON object per line on stdout, then a table of ra
   the same guess (identical trajectories); the difference per step is the callback's cost.
 - ``breakdown/...``: a binding rollout of builtin:arithmetic split in two: the C call alone
   (options pre-encoded, the trajectory left as JSON bytes) and ``json.loads`` of that JSON; and
-  a runner batch of 1000 whose trajectories are kept as JSON bytes, not parsed.
+  a runner batch of 1000 whose trajectories are kept as JSON bytes, not parsed: through the
+  sink callback (one Python call per trajectory), and as one ``"format": "jsonl"`` reply split
+  on newlines (what ``Runner.run`` does, in chunks of 4096).
+- ``memory/...``: peak RSS of one 100,000-rollout batch (runner/2, the list kept), each side in a
+  fresh interpreter.
 - ``cffi/...``: one call of a trivial C function (``nenyax_version_number``) and, for scale, of
   a trivial Python function.
 
 Each workload runs once to warm up, then RUNS (default 5) timed runs; best and median reported.
-Every arithmetic and reasoning-gym rollout on both sides must score 1.0 (asserted).
+Every arithmetic and reasoning-gym rollout on both sides must score 1.0 (asserted, outside the
+timing).
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List
@@ -43,7 +57,7 @@ os.environ.setdefault("NENYAX_PYTHON", sys.executable)
 import nenyax  # the Python reference, 0.1.0a1
 import nenyax_native as nx
 import python_reference as port  # the reference's define port of builtin:arithmetic
-from nenyax_native._native import call_string, check, ffi, lib
+from nenyax_native._native import call_string, check, ffi, lib, new_string, take_bytes
 from nenyax_native.policy import FunctionModel, Policy
 
 RUNS = int(os.environ.get("RUNS", "5"))
@@ -51,11 +65,13 @@ N = 1000
 RESULTS: List[Dict[str, Any]] = []
 
 
-def timed(workload: str, side: str, fn: Callable[[], Any], count: Callable[[Any], int], unit: str = "rollouts/s") -> None:
-    """Warm up, then RUNS timed runs of ``fn``; ``count(out)`` checks the output and says how many units it did."""
-    count(fn())
+def timed(workload: str, side: str, fn: Callable[[], Any], count: Callable[[Any], int], unit: str = "rollouts/s", runs: int = 0) -> None:
+    """Warm up (unless ``runs`` is given), then ``runs`` (default RUNS) timed runs of ``fn``; ``count(out)``
+    checks the output, outside the timing, and says how many units it did."""
+    if not runs:
+        count(fn())
     rates = []
-    for _ in range(RUNS):
+    for _ in range(runs or RUNS):
         t0 = time.perf_counter()
         out = fn()
         dt = time.perf_counter() - t0
@@ -66,13 +82,33 @@ def timed(workload: str, side: str, fn: Callable[[], Any], count: Callable[[Any]
     print(json.dumps(rec), flush=True)
 
 
-def solved(trajs: List[Any]) -> int:
-    """The number of rollouts, each checked to have scored 1.0 (either side's Trajectory)."""
-    assert len(trajs) == N, len(trajs)
-    for t in trajs:
-        score = t.score
-        assert score == 1.0, getattr(t, "error", None) or t.judgment
-    return len(trajs)
+def solved_n(n: int) -> Callable[[List[Any]], int]:
+    """A check that there are ``n`` rollouts, each scored 1.0 (either side's Trajectory)."""
+
+    def check(trajs: List[Any]) -> int:
+        assert len(trajs) == n, len(trajs)
+        for t in trajs:
+            score = t.score
+            assert score == 1.0, getattr(t, "error", None) or t.judgment
+        return len(trajs)
+
+    return check
+
+
+solved = solved_n(N)
+
+
+def written_n(n: int, path: Path) -> Callable[[Any], int]:
+    """A check that ``path`` holds ``n`` JSON lines, each a trajectory scored 1.0; empties it for the next run."""
+
+    def check(_: Any) -> int:
+        lines = path.read_bytes().splitlines()
+        assert len(lines) == n, len(lines)
+        assert all(json.loads(line)["judgment"]["score"] == 1.0 for line in lines)
+        path.write_bytes(b"")
+        return n
+
+    return check
 
 
 def answer_lookup(rows: List[Dict[str, str]]) -> Callable[[str], str]:
@@ -81,9 +117,12 @@ def answer_lookup(rows: List[Dict[str, str]]) -> Callable[[str], str]:
     return lambda prompt: answers.get(prompt, "?")
 
 
-def arithmetic() -> None:
+def arithmetic(jobs: int = N, runs: int = 0) -> None:
+    """builtin:arithmetic's 1000 tasks against the reference's port, ``jobs`` rollouts per run (the tasks cycled)."""
     rows = port.arithmetic_rows(N)
     lookup = answer_lookup(rows)
+    tag = "arithmetic" if jobs == N else f"arithmetic_{jobs // 1000}k"
+    check = solved_n(jobs)
 
     env = nx.load(f"builtin:arithmetic?size={N}")
     tasks = env.tasks()
@@ -98,14 +137,67 @@ def arithmetic() -> None:
         "oracle": ref_env.reference_policy(),
         "callable": nenyax.FunctionModel(lambda messages: lookup(messages[-1].content), name="lookup"),
     }
-    for kind in ("oracle", "callable"):
+    # The reference's run does not cycle its tasks: it gets the whole job list, the binding the 1000 tasks.
+    our_jobs = tasks * (jobs // N)
+    ref_jobs = ref_tasks * (jobs // N)
+    path = Path(tempfile.mkdtemp()) / "trajectories.jsonl"
+    for kind in os.environ.get("KINDS", "oracle,callable").split(","):
         p, q = ours[kind], theirs[kind]
-        timed(f"arithmetic/{kind}/serial", "binding", lambda: [env.rollout(p, task=t, seed=i) for i, t in enumerate(tasks)], solved)
-        timed(f"arithmetic/{kind}/serial", "reference", lambda: [ref_env.rollout(q, task=t, seed=i) for i, t in enumerate(ref_tasks)], solved)
+        timed(f"{tag}/{kind}/serial", "binding", lambda: [env.rollout(p, task=t, seed=i) for i, t in enumerate(our_jobs)], check, runs=runs)
+        timed(f"{tag}/{kind}/serial", "reference", lambda: [ref_env.rollout(q, task=t, seed=i) for i, t in enumerate(ref_jobs)], check, runs=runs)
         for c in (1, 2):
             runner = nx.Runner(c)
-            timed(f"arithmetic/{kind}/runner/{c}", "binding", lambda: runner.run(env, p, n=N, tasks=tasks), solved)
-            timed(f"arithmetic/{kind}/runner/{c}", "reference", lambda: list(nenyax.run(ref_env, q, tasks=ref_tasks, n=N, concurrency=c)), solved)
+            timed(f"{tag}/{kind}/runner/{c}", "binding", lambda: runner.run(env, p, n=jobs, tasks=tasks), check, runs=runs)
+            timed(
+                f"{tag}/{kind}/runner/{c}", "reference", lambda: list(nenyax.run(ref_env, q, tasks=ref_jobs, n=jobs, concurrency=c)), check, runs=runs
+            )
+        runner = nx.Runner(2)
+        # The same batch with every trajectory's score read inside the timing (the binding parses each then).
+        timed(f"{tag}/{kind}/runner/2+read_score", "binding", lambda: [t for t in runner.run(env, p, n=jobs, tasks=tasks) if t.score is not None], check, runs=runs)
+        timed(
+            f"{tag}/{kind}/runner/2+read_score",
+            "reference",
+            lambda: [t for t in nenyax.run(ref_env, q, tasks=ref_jobs, n=jobs, concurrency=2) if t.score is not None],
+            check,
+            runs=runs,
+        )
+        # Straight to a JSONL file: Runner.write against the reference's run(out=).
+        timed(f"{tag}/{kind}/runner/2+write_jsonl", "binding", lambda: runner.write(path, env, p, n=jobs, tasks=tasks), written_n(jobs, path), runs=runs)
+        timed(
+            f"{tag}/{kind}/runner/2+write_jsonl",
+            "reference",
+            lambda: collections.deque(nenyax.run(ref_env, q, tasks=ref_jobs, n=jobs, concurrency=2, out=path), maxlen=0),
+            written_n(jobs, path),
+            runs=runs,
+        )
+
+
+def arithmetic_100k() -> None:
+    """The arithmetic rows at 100,000 rollouts per run (the 1000 tasks 100 times), RUNS_100K runs, no warm-up."""
+    arithmetic(100_000, runs=int(os.environ.get("RUNS_100K", "2")))
+
+
+def memory() -> None:
+    """Peak RSS of a fresh interpreter that runs one 100,000-rollout arithmetic batch on 2 threads and keeps
+    the list, each side alone (VmHWM: ``ru_maxrss`` would include this process's peak from before the exec;
+    the import and environment included, measured without the batch too)."""
+    prelude = "import sys; sys.path.insert(0, %r); import nenyax, nenyax_native as nx, python_reference as port\n" % str(
+        Path(__file__).resolve().parent
+    )
+    sides = {
+        "binding": "env = nx.load('builtin:arithmetic?size=1000'); tasks = env.tasks(); p = env.reference_policy()\n"
+        "out = nx.Runner(2).run(env, p, n=JOBS, tasks=tasks) if JOBS else []\n",
+        "reference": "env = port.make_env(port.arithmetic_rows(1000)); tasks = env.tasks() * 100; p = env.reference_policy()\n"
+        "out = list(nenyax.run(env, p, tasks=tasks, n=JOBS, concurrency=2)) if JOBS else []\n",
+    }
+    for side, body in sides.items():
+        peaks = []
+        for jobs in (0, 100_000):
+            code = prelude + f"JOBS = {jobs}\n" + body + "assert len(out) == JOBS\nprint(next(int(line.split()[1]) for line in open('/proc/self/status') if line.startswith('VmHWM')) / 1024)"
+            peaks.append(float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout))
+        rec = {"workload": "memory/arithmetic_100k/runner/2", "side": side, "unit": "MB peak RSS", "best": peaks[1], "median": peaks[1], "without_batch": peaks[0]}
+        RESULTS.append(rec)
+        print(json.dumps(rec), flush=True)
 
 
 def reasoning_gym() -> None:
@@ -154,6 +246,7 @@ def breakdown() -> None:
     # The batch with each trajectory kept as its JSON bytes (a sink that only copies them): what
     # Runner.run would cost if Trajectory parsed lazily, e.g. for a caller that writes them out.
     batch = json.dumps({"n": N, "tasks": tasks}).encode()
+    jsonl = json.dumps({"n": N, "tasks": tasks, "format": "jsonl"}).encode()
     kept: List[bytes] = []
 
     @ffi.callback("nenyax_trajectory_fn", error=1)
@@ -169,8 +262,15 @@ def breakdown() -> None:
             check(lib.nenyax_runner_run(runner._handle, env.handle, oracle.handle, batch, len(batch), keep, ffi.NULL, ffi.NULL))
             return list(kept)
 
+        def as_jsonl() -> List[bytes]:
+            out = new_string()
+            check(lib.nenyax_runner_run(runner._handle, env.handle, oracle.handle, jsonl, len(jsonl), ffi.NULL, ffi.NULL, out))
+            return take_bytes(out).split(b"\n")[:-1]
+
         assert [json.loads(b)["judgment"]["score"] for b in as_bytes()] == [1.0] * N
+        assert [json.loads(b)["seed"] for b in as_jsonl()] == [json.loads(b)["seed"] for b in as_bytes()] == list(range(N))
         timed(f"breakdown/runner/{c}/json_bytes", "binding", as_bytes, len)
+        timed(f"breakdown/runner/{c}/jsonl_one_call", "binding", as_jsonl, len)
 
 
 def cffi_calls() -> None:
@@ -218,12 +318,12 @@ def summary() -> None:
 
 
 def main() -> None:
-    want = sys.argv[1:] or ["arithmetic", "reasoning_gym", "callback", "breakdown", "cffi"]
+    want = sys.argv[1:] or ["arithmetic", "arithmetic_100k", "memory", "reasoning_gym", "callback", "breakdown", "cffi"]
     print(json.dumps({"machine": {"nproc": os.cpu_count(), "python": sys.version.split()[0], "nenyax": nenyax.__version__,
                                   "nenyax_native": nx.__version__, "libnenyax": nx.version(), "runs": RUNS,
                                   "loadavg": os.getloadavg()}}), flush=True)
     for name in want:
-        {"arithmetic": arithmetic, "reasoning_gym": reasoning_gym, "callback": callback, "breakdown": breakdown, "cffi": cffi_calls}[name]()
+        {"arithmetic": arithmetic, "arithmetic_100k": arithmetic_100k, "memory": memory, "reasoning_gym": reasoning_gym, "callback": callback, "breakdown": breakdown, "cffi": cffi_calls}[name]()
     summary()
 
 

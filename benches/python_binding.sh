@@ -2,7 +2,7 @@
 # The Python binding (nenyax_native) next to the Python reference (nenyax==0.1.0a1), from one
 # invocation of benches/python_binding.py in one interpreter.
 #
-#   benches/python_binding.sh                 # about 3 minutes on 2 cores
+#   benches/python_binding.sh                 # about 10 minutes on 2 cores (the 100,000-rollout rows)
 #   RUNS=9 benches/python_binding.sh callback cffi
 #
 # Python: $NENYAX_BINDING_PYTHON, else .venv-python-binding/bin/python (scripts/test_python.sh
@@ -21,7 +21,7 @@ mkdir -p "$OUT"
     echo "nproc: $(nproc)"
     echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
     echo "python: $("$PY" --version 2>&1) ($PY)"
-    echo "packages: $("$PY" -c 'import importlib.metadata as m; print(", ".join(f"{p} {m.version(p)}" for p in ("nenyax-native", "nenyax", "reasoning-gym", "cffi", "pydantic")))')"
+    echo "packages: $("$PY" -c 'import importlib.metadata as m; print(", ".join(f"{p} {m.version(p)}" for p in ("nenyax-native", "nenyax", "reasoning-gym", "cffi", "pydantic", "orjson")))')"
     echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$OUT/machine.txt"
 awk '{ if ($1 > 0.5) print "warning: load average " $1 " > 0.5; the figures will be noisy" }' /proc/loadavg

@@ -684,9 +684,11 @@ size_t nenyax_runner_threads(const struct nenyax_runner_t *runner);
 void nenyax_runner_free(struct nenyax_runner_t *runner);
 
 // Run a batch in parallel. Options (JSON, may be NULL): {"n": 10, "seed": 0, "max_steps": int,
-// "tasks": [TaskRef]} (default: the environment's tasks, cycled). With `sink`, each
-// trajectory is passed to it in job order on the calling thread (a non-zero return stops the
-// batch with NENYAX_STATUS_CALLBACK) and `out` may be NULL; without, `out` gets a JSON array.
+// "tasks": [TaskRef], "format": "array" | "jsonl"} (default: the environment's tasks, cycled).
+// With `sink`, each trajectory is passed to it in job order on the calling thread (a non-zero
+// return stops the batch with NENYAX_STATUS_CALLBACK) and `out` may be NULL; without, `out`
+// gets a JSON array, or with "format": "jsonl" one trajectory per line in job order, each line
+// ended by '\n' (compact JSON has no raw newline, so a host splits it without parsing).
 struct nenyax_error_t *nenyax_runner_run(const struct nenyax_runner_t *runner,
                                          const struct nenyax_env_t *env,
                                          const struct nenyax_policy_t *policy,

@@ -6,11 +6,13 @@ use std::sync::Arc;
 use nenyax_core::runner::RunOptions;
 use nenyax_core::Runner;
 
+use serde_json::Value;
+
 use crate::args::{boxed, nenyax_string_t, options, to_string_out};
 use crate::callbacks::{self, bind, nenyax_trajectory_fn, Route};
 use crate::env::{env_ref, nenyax_env_t};
 use crate::error::{
-    boundary, invalid, nenyax_error_t, nenyax_status_t, new_error, out_param, quietly,
+    boundary, invalid, json_err, nenyax_error_t, nenyax_status_t, new_error, out_param, quietly,
 };
 use crate::policy::{nenyax_policy_t, policy_ref};
 use crate::NENYAX_MAX_THREADS;
@@ -61,9 +63,11 @@ pub unsafe extern "C" fn nenyax_runner_free(runner: *mut nenyax_runner_t) {
 }
 
 /// Run a batch in parallel. Options (JSON, may be NULL): {"n": 10, "seed": 0, "max_steps": int,
-/// "tasks": [TaskRef]} (default: the environment's tasks, cycled). With `sink`, each
-/// trajectory is passed to it in job order on the calling thread (a non-zero return stops the
-/// batch with NENYAX_STATUS_CALLBACK) and `out` may be NULL; without, `out` gets a JSON array.
+/// "tasks": [TaskRef], "format": "array" | "jsonl"} (default: the environment's tasks, cycled).
+/// With `sink`, each trajectory is passed to it in job order on the calling thread (a non-zero
+/// return stops the batch with NENYAX_STATUS_CALLBACK) and `out` may be NULL; without, `out`
+/// gets a JSON array, or with "format": "jsonl" one trajectory per line in job order, each line
+/// ended by '\n' (compact JSON has no raw newline, so a host splits it without parsing).
 #[no_mangle]
 pub unsafe extern "C" fn nenyax_runner_run(
     runner: *const nenyax_runner_t,
@@ -84,11 +88,26 @@ pub unsafe extern "C" fn nenyax_runner_run(
         if sink.is_none() && out.is_null() {
             return Err(invalid("give a sink callback or an out string".into()));
         }
-        let o: RunOptions = options(options_json, options_len, "options_json")?;
+        let mut o: Value = options(options_json, options_len, "options_json")?;
+        let jsonl = match o.as_object_mut().and_then(|m| m.remove("format")) {
+            None => false,
+            Some(f) if f == "array" => false,
+            Some(f) if f == "jsonl" => true,
+            Some(f) => {
+                return Err(invalid(format!(
+                    "options_json: \"format\" is \"array\" or \"jsonl\", not {f}"
+                )))
+            }
+        };
+        let o: RunOptions = if o.is_null() {
+            RunOptions::default()
+        } else {
+            serde_json::from_value(o).map_err(|e| json_err("options_json", &e))?
+        };
         let jobs = o.jobs(env.env.as_ref())?;
         let routes: Vec<Arc<Route>> = env.routes.iter().chain(&policy.routes).cloned().collect();
         let bound = bind(&routes);
-        let mut collected = String::from("[");
+        let mut collected = String::from(if jsonl { "" } else { "[" });
         let mut stopped = None;
         runner
             .runner
@@ -112,6 +131,10 @@ pub unsafe extern "C" fn nenyax_runner_run(
                                 ));
                             }
                         }
+                        None if jsonl => {
+                            collected.push_str(&traj.to_json());
+                            collected.push('\n');
+                        }
                         None => {
                             if i > 0 {
                                 collected.push(',');
@@ -126,7 +149,9 @@ pub unsafe extern "C" fn nenyax_runner_run(
                 Some(msg) => new_error(nenyax_status_t::NENYAX_STATUS_CALLBACK, msg),
                 None => e.into(),
             })?;
-        collected.push(']');
+        if !jsonl {
+            collected.push(']');
+        }
         if sink.is_none() {
             out_param(out, to_string_out(collected))?;
         }

@@ -195,6 +195,35 @@ static void runners(const nenyax_env_t *env)
     CHECK(count_bytes(s.ptr, s.len, "\"judgment\":{\"score\":1.0,") == 6);
     nenyax_string_free(&s);
 
+    /* "format": "jsonl": one trajectory per line in job order, every line ended by '\n' */
+    REQUIRE_OK(nenyax_runner_run(two, env, reference,
+                                 S("{\"n\": 25, \"seed\": 3, \"format\": \"jsonl\"}"), NULL,
+                                 NULL, &s));
+    CHECK(string_ok(&s) && s.ptr[0] == '{' && s.ptr[s.len - 1] == '\n');
+    CHECK(count_bytes(s.ptr, s.len, "\n") == 25 && count_bytes(s.ptr, s.len, "}\n{") == 24);
+    CHECK(count_bytes(s.ptr, s.len, "\"judgment\":{\"score\":1.0,") == 25);
+    CHECK(json_number(s.ptr, s.len, "seed") == 3.0);
+    {
+        const char *last = s.ptr + s.len - 1;
+        while (last > s.ptr && last[-1] != '\n')
+            last--;
+        CHECK(json_number(last, (size_t)(s.ptr + s.len - last), "seed") == 27.0);
+    }
+    nenyax_string_free(&s);
+
+    /* jsonl with n = 0 is empty; "array" is the default's format; any other is refused */
+    REQUIRE_OK(nenyax_runner_run(two, env, reference, S("{\"n\": 0, \"format\": \"jsonl\"}"),
+                                 NULL, NULL, &s));
+    CHECK(s.len == 0);
+    nenyax_string_free(&s);
+    REQUIRE_OK(nenyax_runner_run(two, env, reference, S("{\"n\": 2, \"format\": \"array\"}"),
+                                 NULL, NULL, &s));
+    CHECK(string_ok(&s) && s.ptr[0] == '[' && count_bytes(s.ptr, s.len, "\"env_id\":") == 2);
+    nenyax_string_free(&s);
+    CHECK_STATUS_MSG(nenyax_runner_run(two, env, reference,
+                                       S("{\"n\": 2, \"format\": \"csv\"}"), NULL, NULL, &s),
+                     NENYAX_STATUS_INVALID_ARGUMENT, "jsonl");
+
     /* with a sink: every trajectory, in job order; `out` may be NULL */
     REQUIRE_OK(nenyax_runner_run(two, env, reference, S("{\"n\": 100}"), sink, &st, NULL));
     CHECK(st.calls == 100 && st.in_order == 100 && st.perfect == 100);

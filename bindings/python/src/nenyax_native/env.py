@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
-from typing import Any, Callable, Dict, Iterable, List, Optional, Union
+from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Optional, Union
 
 from . import errors
-from ._native import call_json, call_string, check, ffi, json_arg, lib, utf8
+from ._native import call_json, check, dumps, ffi, json_arg, lib, new_string, take_bytes, utf8
 from .judges import JudgeLike, judge_spec
 from .policy import Policy, PolicyLike, as_policy, interrupted
 from .report import Report
@@ -87,12 +88,20 @@ class Env:
         ``context`` is what per-episode policies see: {"phase", "round", "group", "member", "seed",
         "task_id", "sample_seed"}.
         """
-        policy = as_policy(policy)
-        options = _options(task=task, seed=seed, max_steps=max_steps, context=context)
+        if type(policy) is not Policy:
+            policy = as_policy(policy)
+        if task is None and seed is None and max_steps is None and context is None:
+            options, size = ffi.NULL, 0
+        else:
+            options = dumps(_options(task=task, seed=seed, max_steps=max_steps, context=context))
+            size = len(options)
         interrupted.clear()
-        raw = call_string(lib.nenyax_env_rollout, self._handle, policy.handle, *json_arg(options or None))
-        _reraise_interrupt()
-        return Trajectory.from_json(raw)
+        out = new_string()
+        check(lib.nenyax_env_rollout(self._handle, policy.handle, options, size, out))
+        raw = take_bytes(out)
+        if interrupted.is_set():
+            _reraise_interrupt()
+        return Trajectory._lazy(raw)
 
     def session(self, *, task: Optional[Dict[str, Any]] = None, seed: Optional[int] = None) -> Session:
         """Open a step-mode episode to drive by hand; UnsupportedError for rollout/task environments."""
@@ -173,6 +182,8 @@ class Runner:
         KeyboardInterrupt; an exception from ``on_trajectory`` or ``progress`` stops it and is re-raised.
         """
         policy = as_policy(policy)
+        if on_trajectory is None and progress is None:
+            return list(self.iter_run(env, policy, n, seed=seed, max_steps=max_steps, tasks=tasks))
         options = _options(n=n, seed=seed, max_steps=max_steps, tasks=None if tasks is None else list(tasks))
         results: List[Trajectory] = []
         raised: List[BaseException] = []
@@ -181,7 +192,7 @@ class Runner:
             try:
                 if interrupted.is_set():  # a policy callback caught the Ctrl-C
                     raise KeyboardInterrupt
-                traj = Trajectory.from_json(ffi.unpack(ptr, size))
+                traj = Trajectory._lazy(ffi.unpack(ptr, size))
                 results.append(traj)
                 if on_trajectory is not None:
                     on_trajectory(traj)
@@ -211,6 +222,78 @@ class Runner:
         if ctrl_c:
             raise KeyboardInterrupt
         return results
+
+    def _chunks(
+        self,
+        env: Env,
+        policy: PolicyLike,
+        n: int,
+        seed: int,
+        max_steps: Optional[int],
+        tasks: Optional[Iterable[Dict[str, Any]]],
+        chunk: int,
+    ) -> Iterator[bytes]:
+        """The batch as JSONL, ``chunk`` jobs per library call: job i gets task i (cycled) and seed + i,
+        as in one call, but the whole batch's JSON is never held at once."""
+        if not isinstance(n, int) or n < 0:
+            raise ValueError(f"n must be a non-negative int, not {n!r}")
+        if chunk < 1:
+            raise ValueError(f"chunk must be at least 1, not {chunk!r}")
+        policy = as_policy(policy)
+        # The environment's own tasks when none are given, as the library's plan takes them.
+        listed = list(tasks or ()) or env.tasks(limit=n)
+        encoded = [dumps(t) for t in listed]
+        base = {} if max_steps is None else {"max_steps": max_steps}
+        for start in range(0, n, chunk):
+            count = min(chunk, n - start)
+            head = dumps({**base, "n": count, "seed": seed + start, "format": "jsonl"})
+            if encoded:  # only the tasks of this chunk's jobs, in order (cycled by the library if fewer)
+                picked = [encoded[(start + j) % len(encoded)] for j in range(min(count, len(encoded)))]
+                head = head[:-1] + b', "tasks": [' + b",".join(picked) + b"]}"
+            interrupted.clear()
+            out = new_string()
+            check(lib.nenyax_runner_run(self._handle, env.handle, policy.handle, head, len(head), ffi.NULL, ffi.NULL, out))
+            data = take_bytes(out)
+            _reraise_interrupt()
+            yield data
+
+    def iter_run(
+        self,
+        env: Env,
+        policy: PolicyLike,
+        n: int = 10,
+        *,
+        seed: int = 0,
+        max_steps: Optional[int] = None,
+        tasks: Optional[Iterable[Dict[str, Any]]] = None,
+        chunk: int = 4096,
+    ) -> Iterator[Trajectory]:
+        """``run``'s trajectories in job order as they come, ``chunk`` at a time, none kept here (for large ``n``)."""
+        lazy = Trajectory._lazy
+        for data in self._chunks(env, policy, n, seed, max_steps, tasks, chunk):
+            lines = data.split(b"\n")
+            lines.pop()  # every line ends with a newline, so the last piece is empty
+            yield from map(lazy, lines)
+
+    def write(
+        self,
+        out: Union[str, "os.PathLike[str]", IO[bytes]],
+        env: Env,
+        policy: PolicyLike,
+        n: int = 10,
+        *,
+        seed: int = 0,
+        max_steps: Optional[int] = None,
+        tasks: Optional[Iterable[Dict[str, Any]]] = None,
+        chunk: int = 4096,
+    ) -> int:
+        """Run ``n`` episodes and append them as JSONL to ``out`` (a path, or a binary file); returns ``n``."""
+        if isinstance(out, (str, os.PathLike)):
+            with open(out, "ab") as f:
+                return self.write(f, env, policy, n, seed=seed, max_steps=max_steps, tasks=tasks, chunk=chunk)
+        for data in self._chunks(env, policy, n, seed, max_steps, tasks, chunk):
+            out.write(data)
+        return n
 
 
 _RUNNERS: Dict[int, Runner] = {}

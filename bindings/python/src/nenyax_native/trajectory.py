@@ -2,12 +2,18 @@
 
 The JSON is the contract's (docs/protocol.md), which is also the Python reference's, so a
 Trajectory goes to and from the reference's ``nenyax.Trajectory`` through its JSON.
+
+A Trajectory from the library keeps its JSON bytes and parses them on first field access (with
+orjson when installed, ``pip install nenyax-native[fast]``): parsing costs about as much as the
+rollout itself, and a caller that only writes trajectories out never pays it.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
+
+from ._native import loads as _loads
 
 FIELDS = (
     "env_id",
@@ -25,12 +31,15 @@ FIELDS = (
     "duration_s",
     "metadata",
 )
+_LAZY = frozenset(FIELDS + ("_extra",))
+_EMPTY: Dict[str, Callable[[], Any]] = {"steps": list, "messages": list, "model_calls": list, "metadata": dict}
 
 
 class Trajectory:
     """One episode: what was seen, done and said, every model call, and the verdict."""
 
-    __slots__ = FIELDS + ("_extra",)
+    # ``_raw``: the library's JSON bytes while the fields are not parsed yet (then None).
+    __slots__ = FIELDS + ("_extra", "_raw")
 
     env_id: str
     mode: str
@@ -48,12 +57,44 @@ class Trajectory:
     metadata: Dict[str, Any]
 
     def __init__(self, data: Dict[str, Any]) -> None:
+        object.__setattr__(self, "_raw", None)
+        self._fill(data)
+
+    def _fill(self, data: Dict[str, Any]) -> None:
         for name in FIELDS:
-            object.__setattr__(self, name, data.get(name))
-        for name, empty in (("steps", list), ("messages", list), ("model_calls", list), ("metadata", dict)):
-            if getattr(self, name) is None:
-                object.__setattr__(self, name, empty())
-        self._extra = {k: v for k, v in data.items() if k not in FIELDS}
+            value = data.get(name)
+            if value is None and name in _EMPTY:
+                value = _EMPTY[name]()
+            object.__setattr__(self, name, value)
+        unknown = data.keys() - _LAZY
+        object.__setattr__(self, "_extra", {k: v for k, v in data.items() if k not in _LAZY} if unknown else {})
+
+    @classmethod
+    def _lazy(cls, raw: bytes) -> "Trajectory":
+        """A Trajectory over the library's JSON bytes (valid by construction), parsed on first field access."""
+        self = cls.__new__(cls)
+        object.__setattr__(self, "_raw", raw)
+        return self
+
+    def _parse(self) -> None:
+        raw = self._raw
+        if raw is not None:
+            self._fill(_loads(raw))
+            object.__setattr__(self, "_raw", None)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for a slot not set yet: a field of a Trajectory not parsed yet.
+        if name in _LAZY and object.__getattribute__(self, "_raw") is not None:
+            self._parse()
+            return object.__getattribute__(self, name)
+        raise AttributeError(f"'Trajectory' object has no attribute {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self._parse()
+        object.__setattr__(self, name, value)
+
+    def __reduce__(self) -> Any:
+        return (type(self)._lazy, (self.to_json_bytes(),))
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any]) -> "Trajectory":
@@ -63,7 +104,7 @@ class Trajectory:
     @classmethod
     def from_json(cls, text: str | bytes) -> "Trajectory":
         """A Trajectory from its contract JSON."""
-        return cls(json.loads(text))
+        return cls(_loads(text))
 
     def to_dict(self) -> Dict[str, Any]:
         """The contract dict (unknown fields kept)."""
@@ -72,8 +113,14 @@ class Trajectory:
         return out
 
     def to_json(self) -> str:
-        """The contract JSON."""
-        return json.dumps(self.to_dict())
+        """The contract JSON: the library's own text while no field was read (it could have been changed in place)."""
+        raw = self._raw
+        return raw.decode("utf-8") if raw is not None else json.dumps(self.to_dict())
+
+    def to_json_bytes(self) -> bytes:
+        """``to_json`` as UTF-8 bytes (the library's bytes themselves while no field was read)."""
+        raw = self._raw
+        return raw if raw is not None else json.dumps(self.to_dict()).encode("utf-8")
 
     def to_reference(self) -> Any:
         """This trajectory as the Python reference's ``nenyax.Trajectory`` (validated by it)."""
@@ -108,7 +155,11 @@ class Trajectory:
         return (self.task or {}).get("id")
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Trajectory) and self.to_dict() == other.to_dict()
+        if not isinstance(other, Trajectory):
+            return False
+        if self._raw is not None and self._raw == other._raw:
+            return True
+        return self.to_dict() == other.to_dict()
 
     def __repr__(self) -> str:
         state = f"error={self.error!r}" if self.error else f"score={self.score!r}"
