@@ -21,7 +21,7 @@ Each rate is the best and median of RUNS timed runs after one warm-up; one JSON 
 Both "nodes" share this machine's cores, so the 2-node figures measure the distribution
 machinery, not added hardware.
 
-    /work/venv-ray/bin/python benches/ray_scaleout.py   # needs ray and nenyax-native installed
+    .venv-python-binding/bin/python benches/ray_scaleout.py   # scripts/test_python.sh makes that venv (ray, nenyax-native)
 """
 
 from __future__ import annotations

@@ -93,3 +93,18 @@ def test_a_failed_rollout_is_kept_in_a_batch(env):
 def test_unknown_fields_are_kept_even_with_fields_missing():
     t = Trajectory.from_json('{"env_id": "x", "future_field": [1]}')
     assert t.to_dict()["future_field"] == [1] and t.steps == [] and t.metadata == {}
+
+
+def test_nan_is_refused_not_sent_as_null(env):
+    # orjson (the [fast] extra) writes NaN as null; the binding must refuse it as json does.
+    from nenyax_native._native import dumps
+    from nenyax_native.errors import InvalidArgumentError
+
+    assert json.loads(dumps({"a": None, "b": [1.5]})) == {"a": None, "b": [1.5]}
+    with pytest.raises(InvalidArgumentError, match="NaN"):
+        dumps({"a": float("nan")})
+    with pytest.raises(InvalidArgumentError, match="NaN"):
+        env.rollout(env.reference_policy(), task={"id": "x", "data": {"v": float("inf")}})
+    # From a policy callback the refusal fails that episode only, with the reason on record.
+    t = env.rollout(lambda observation: float("nan"), seed=1)
+    assert t.error is not None and "NaN" in t.error

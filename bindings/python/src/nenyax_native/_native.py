@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from cffi import FFI
 
-from .errors import error_for_status
+from .errors import InvalidArgumentError, error_for_status
 
 try:
     import orjson
@@ -103,10 +103,17 @@ def dumps(value: Any) -> bytes:
     """JSON bytes of ``value``: orjson's when installed (several times faster), json's for what orjson refuses."""
     if orjson is not None:
         try:
-            return orjson.dumps(value)
+            out = orjson.dumps(value)
+            # orjson writes NaN and infinities as null; json (below) refuses them, as the library
+            # would, so a null in the output is checked there rather than passed on silently.
+            if b"null" not in out:
+                return out
         except TypeError:  # e.g. non-str dict keys, which json turns into strings
             pass
-    return json.dumps(value).encode("utf-8")
+    try:
+        return json.dumps(value, allow_nan=False).encode("utf-8")
+    except ValueError as exc:
+        raise InvalidArgumentError(f"{exc}: NaN and infinities have no JSON form; replace them before passing the value", 1) from None
 
 
 def loads(data: str | bytes) -> Any:
