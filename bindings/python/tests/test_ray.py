@@ -64,10 +64,16 @@ def cluster(tmp_path_factory):
         c.stop()
 
 
+LOCAL_RATE: list = []  # rollouts/s of the single-process run, for the no-failure run's report
+
+
 @pytest.fixture(scope="module")
 def local_run():
     env = nx.load(URI)
-    return nx.Runner(2).run(env, env.reference_policy(), n=N)
+    t0 = time.monotonic()
+    out = nx.Runner(2).run(env, env.reference_policy(), n=N)
+    LOCAL_RATE.append(N / (time.monotonic() - t0))
+    return out
 
 
 def test_sample_seeds_are_the_train_loops(tmp_path):
@@ -101,7 +107,7 @@ def solve(observation: dict) -> str:
 
 
 @needs_ray
-def test_run_survives_a_killed_node(cluster, local_run):
+def test_run_survives_a_killed_node(cluster, local_run, capsys):
     alive = cluster.alive()
     with nxray.RayRunner(URI, "reference", actors=4, start_timeout_s=180) as runner:
         assert set(runner.wait_ready(180)) == set(alive.values()), "the actors must span both nodes"
@@ -136,7 +142,12 @@ def test_run_survives_a_killed_node(cluster, local_run):
         assert alive["w2"] in set(runner.wait_ready(180))
         t0 = time.monotonic()
         again = runner.run(N, shard_size=250)
-        print(f"\n{N} rollouts on Ray: {N / wall:.0f}/s with a node killed, {N / (time.monotonic() - t0):.0f}/s without")
+        rate = N / (time.monotonic() - t0)
+        with capsys.disabled():  # shown in CI's log, not only with -s
+            print(
+                f"\n{N} rollouts on Ray: {N / wall:.0f}/s with a node killed, {rate:.0f}/s without; "
+                f"one process (Runner(2)): {LOCAL_RATE[0]:.0f}/s, Ray / local {rate / LOCAL_RATE[0]:.2f}x"
+            )
         assert first_difference(again, local_run) is None
 
 
