@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from typing import IO, Any, Callable, Dict, Iterable, Iterator, List, Optional, Union
 
 from . import errors
@@ -19,6 +20,15 @@ from .trajectory import Trajectory
 def _options(**values: Any) -> Dict[str, Any]:
     """Options JSON without the ones left at None (the library's defaults)."""
     return {k: v for k, v in values.items() if v is not None}
+
+
+# How long one JSONL chunk of iter_run/write should take at most, once its pace is known.
+CHUNK_TARGET_S = 0.5
+
+
+def _check_n(n: Any) -> None:
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise ValueError(f"n must be a non-negative int, not {n!r}")
 
 
 def _reraise_interrupt() -> None:
@@ -181,9 +191,11 @@ class Runner:
         Ctrl-C stops the batch at the next trajectory or Python callback and raises
         KeyboardInterrupt; an exception from ``on_trajectory`` or ``progress`` stops it and is re-raised.
         """
+        # Through the sink, one trajectory at a time: no barrier between chunks for slow episodes
+        # (model calls), and Ctrl-C is seen after the next episode whatever the policy. Measured
+        # within noise of the JSONL chunks per rollout (docs/performance.md, breakdown rows).
+        _check_n(n)
         policy = as_policy(policy)
-        if on_trajectory is None and progress is None:
-            return list(self.iter_run(env, policy, n, seed=seed, max_steps=max_steps, tasks=tasks))
         options = _options(n=n, seed=seed, max_steps=max_steps, tasks=None if tasks is None else list(tasks))
         results: List[Trajectory] = []
         raised: List[BaseException] = []
@@ -233,10 +245,9 @@ class Runner:
         tasks: Optional[Iterable[Dict[str, Any]]],
         chunk: int,
     ) -> Iterator[bytes]:
-        """The batch as JSONL, ``chunk`` jobs per library call: job i gets task i (cycled) and seed + i,
+        """The batch as JSONL, up to ``chunk`` jobs per library call: job i gets task i (cycled) and seed + i,
         as in one call, but the whole batch's JSON is never held at once."""
-        if not isinstance(n, int) or n < 0:
-            raise ValueError(f"n must be a non-negative int, not {n!r}")
+        _check_n(n)
         if chunk < 1:
             raise ValueError(f"chunk must be at least 1, not {chunk!r}")
         policy = as_policy(policy)
@@ -244,8 +255,14 @@ class Runner:
         listed = list(tasks or ()) or env.tasks(limit=n)
         encoded = [dumps(t) for t in listed]
         base = {} if max_steps is None else {"max_steps": max_steps}
-        for start in range(0, n, chunk):
-            count = min(chunk, n - start)
+        # Chunks grow towards ``chunk`` while they finish within CHUNK_TARGET_S, so slow episodes
+        # (model calls) come in small chunks: Ctrl-C, which is seen between chunks, and the
+        # first results are not held back behind thousands of them.
+        floor = min(chunk, 2 * max(1, self.threads))
+        size, start = floor, 0
+        while start < n:
+            count = min(size, n - start)
+            t0 = time.monotonic()
             head = dumps({**base, "n": count, "seed": seed + start, "format": "jsonl"})
             if encoded:  # only the tasks of this chunk's jobs, in order (cycled by the library if fewer)
                 picked = [encoded[(start + j) % len(encoded)] for j in range(min(count, len(encoded)))]
@@ -255,6 +272,9 @@ class Runner:
             check(lib.nenyax_runner_run(self._handle, env.handle, policy.handle, head, len(head), ffi.NULL, ffi.NULL, out))
             data = take_bytes(out)
             _reraise_interrupt()
+            elapsed = time.monotonic() - t0
+            start += count
+            size = max(floor, min(chunk, int(count * CHUNK_TARGET_S / max(elapsed, 1e-6))))
             yield data
 
     def iter_run(
