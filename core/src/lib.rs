@@ -56,6 +56,7 @@ pub mod sandbox;
 // Without the `servers` feature, a stand-in with the same names whose `Server::start` says so.
 #[cfg_attr(not(feature = "servers"), path = "serve_unavailable.rs")]
 pub mod serve;
+pub mod telemetry;
 pub mod train;
 pub mod uri;
 

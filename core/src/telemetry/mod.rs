@@ -1,0 +1,82 @@
+//! Telemetry: episodes, metrics and reports sent to tracing and experiment-tracking services
+//! (OpenTelemetry over OTLP, MLflow, Weights & Biases) off the rollout hot path.
+//!
+//! A [`Sink`] runs on one background exporter thread; rollouts only enqueue. Sinks are chosen
+//! by name with [`SinkSpec`] (`--telemetry otel,mlflow` on the CLI, `[[telemetry]]` in config
+//! files, `"telemetry"` in C ABI options) and built with [`build`].
+
+use crate::contract::{JsonMap, Trajectory};
+use crate::error::{Error, Result};
+
+pub mod mlflow;
+pub mod otel;
+pub mod wandb;
+
+/// What a run is, told to every sink once before its first episode.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunInfo {
+    /// `"run"`, `"train"` or `"check"`: which command or entry point started it.
+    pub kind: String,
+    /// A human name for the run (the environment URI unless the caller gives one).
+    pub name: String,
+    /// Parameters worth tracking (URI, policy, episodes, learner settings), flat JSON values.
+    pub params: JsonMap,
+}
+
+/// One telemetry backend. Every method is called on the exporter thread, never on a rollout
+/// thread, so a sink may block on the network; an error is counted and reported once, and the
+/// sink keeps receiving later events.
+pub trait Sink: Send {
+    /// The name it was chosen by (`otel`, `mlflow`, `wandb`).
+    fn name(&self) -> &'static str;
+    /// The run begins.
+    fn start(&mut self, _run: &RunInfo) -> Result<()> {
+        Ok(())
+    }
+    /// One finished episode, with its model calls' real start times and latencies.
+    fn episode(&mut self, _traj: &Trajectory) -> Result<()> {
+        Ok(())
+    }
+    /// Named values at a step (a training round, a batch of a run).
+    fn metrics(&mut self, _step: u64, _values: &[(String, f64)]) -> Result<()> {
+        Ok(())
+    }
+    /// A file to keep with the run (the JSON report).
+    fn artifact(&mut self, _name: &str, _bytes: &[u8]) -> Result<()> {
+        Ok(())
+    }
+    /// Send what is buffered; called when the queue runs dry and before [`Sink::finish`].
+    fn flush(&mut self) -> Result<()> {
+        Ok(())
+    }
+    /// The run ended (`ok` false when it failed); the last call a sink gets.
+    fn finish(&mut self, _ok: bool) -> Result<()> {
+        self.flush()
+    }
+}
+
+/// A sink chosen by name, with its options (`[[telemetry]]` tables: `name = "mlflow"` plus
+/// keys such as `tracking_uri`, `experiment`, `project`, `mode`, `endpoint`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SinkSpec {
+    /// `otel` (alias `opentelemetry`), `mlflow` or `wandb`.
+    pub name: String,
+    /// Options of that sink; unknown keys are refused by the sink's builder.
+    pub options: JsonMap,
+}
+
+/// The sink names [`build`] knows, in the order `nenyax integrations` lists them.
+pub const SINKS: &[&str] = &["otel", "mlflow", "wandb"];
+
+/// Build the sink `spec` names; an unknown name is refused with the list of known ones.
+pub fn build(spec: &SinkSpec) -> Result<Box<dyn Sink>> {
+    match spec.name.as_str() {
+        "otel" | "opentelemetry" => otel::build(&spec.options),
+        "mlflow" => mlflow::build(&spec.options),
+        "wandb" => wandb::build(&spec.options),
+        other => Err(Error::Config(format!(
+            "unknown telemetry sink {other:?}; known: {}",
+            SINKS.join(", ")
+        ))),
+    }
+}
