@@ -72,6 +72,18 @@ scripts/setup_openenv.sh
 export NENYAX_OPENENV_PYTHON="$root/.venv-openenv/bin/python"
 export NENYAX_OPENENV_SCAFFOLD="$root/target/openenv/echo_peer"
 
+# The services and readers of the integration tests (Phoenix, MLflow, W&B, pyarrow, datasets),
+# one venv per tests/requirements/NAME.txt, each named to the tests as NENYAX_<NAME>_PYTHON.
+scripts/setup_integrations.sh
+shopt -s nullglob
+for req in tests/requirements/*.txt; do
+    name="$(basename "$req" .txt)"
+    var="NENYAX_$(echo "$name" | tr 'a-z-' 'A-Z_')_PYTHON"
+    export "$var=$root/.venv-$name/bin/python"
+done
+shopt -u nullglob
+export NENYAX_REQUIRE_INTEGRATIONS=1
+
 export NENYAX_TEST_PYTHON="$python"
 # The bridge drivers' interpreter (tests/bridge.rs).
 export NENYAX_PYTHON="$python"
