@@ -181,6 +181,7 @@ impl ModelCall {
             response: Some(response),
             error: None,
             latency_s: None,
+            started_at: None,
             prompt_token_ids,
             completion_token_ids: Some(completion_token_ids),
             completion_logprobs: Some(completion_logprobs),

@@ -22,6 +22,12 @@ pub fn now_unix() -> f64 {
         .unwrap_or(0.0)
 }
 
+/// The Unix time at which `t0` was taken: the monotonic clock's elapsed time subtracted from
+/// now, so a call's recorded start matches its measured latency.
+pub fn unix_time_at(t0: std::time::Instant) -> f64 {
+    now_unix() - t0.elapsed().as_secs_f64()
+}
+
 /// A process-unique pseudo-random number for ids; not for anything that must be secret.
 pub(crate) fn fresh_id() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};

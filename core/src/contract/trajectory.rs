@@ -78,6 +78,10 @@ pub struct ModelCall {
     /// Wall time of the call in seconds.
     #[serde(default)]
     pub latency_s: Option<f64>,
+    /// When the call was sent, in seconds since the Unix epoch, so that traces and ATIF steps
+    /// carry its real start rather than the time it was reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<f64>,
     /// Prompt token ids, when the upstream returned them.
     #[serde(default)]
     pub prompt_token_ids: Option<Vec<i64>>,

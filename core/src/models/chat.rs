@@ -46,6 +46,7 @@ pub trait ChatModel: Send + Sync {
             response,
             error,
             latency_s: Some(latency),
+            started_at: Some(crate::contract::now_unix() - latency),
             prompt_token_ids: None,
             completion_token_ids: None,
             completion_logprobs: None,

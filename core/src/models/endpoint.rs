@@ -258,6 +258,7 @@ impl ChatModel for Endpoint {
             response: None,
             error: None,
             latency_s: Some(t0.elapsed().as_secs_f64()),
+            started_at: Some(crate::contract::unix_time_at(t0)),
             prompt_token_ids: None,
             completion_token_ids: None,
             completion_logprobs: None,

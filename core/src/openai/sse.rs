@@ -328,6 +328,7 @@ mod tests {
             response: None,
             error: None,
             latency_s: None,
+            started_at: None,
             prompt_token_ids: None,
             completion_token_ids: None,
             completion_logprobs: None,

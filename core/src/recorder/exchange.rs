@@ -41,6 +41,7 @@ pub(super) fn failed_call(request: Map<String, Value>, error: &str, t0: Instant)
         response: None,
         error: Some(error.to_string()),
         latency_s: Some(t0.elapsed().as_secs_f64()),
+        started_at: Some(crate::contract::unix_time_at(t0)),
         prompt_token_ids: None,
         completion_token_ids: None,
         completion_logprobs: None,

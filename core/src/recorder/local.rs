@@ -50,6 +50,7 @@ pub(super) fn serve_model(
         response: Some(response.clone()),
         error: None,
         latency_s: None,
+        started_at: Some(crate::contract::unix_time_at(t0)),
         prompt_token_ids: None,
         completion_token_ids: None,
         completion_logprobs: None,

@@ -48,6 +48,7 @@ pub(super) fn proxy(
             respond_error(ex, 502, "upstream_error", &msg);
             call.error = Some(msg);
             call.latency_s = Some(t0.elapsed().as_secs_f64());
+            call.started_at = Some(crate::contract::unix_time_at(t0));
             return call;
         }
     };
@@ -116,6 +117,7 @@ pub(super) fn proxy(
         }
         call.extract_tokens();
         call.latency_s = Some(t0.elapsed().as_secs_f64());
+        call.started_at = Some(crate::contract::unix_time_at(t0));
         return call;
     }
     let text = match resp
@@ -130,6 +132,7 @@ pub(super) fn proxy(
             respond_error(ex, 502, "upstream_error", &msg);
             call.error = Some(msg);
             call.latency_s = Some(t0.elapsed().as_secs_f64());
+            call.started_at = Some(crate::contract::unix_time_at(t0));
             return call;
         }
     };
@@ -152,5 +155,6 @@ pub(super) fn proxy(
     let content_type = if parsed.is_some() { JSON } else { "text/plain" };
     let _ = ex.send(status, content_type, text.as_bytes());
     call.latency_s = Some(t0.elapsed().as_secs_f64());
+    call.started_at = Some(crate::contract::unix_time_at(t0));
     call
 }

@@ -6,5 +6,7 @@ use crate::error::{Error, Result};
 
 /// Build the sink from its options.
 pub fn build(_options: &JsonMap) -> Result<Box<dyn Sink>> {
-    Err(Error::Config("the wandb telemetry sink is not built yet".into()))
+    Err(Error::Config(
+        "the wandb telemetry sink is not built yet".into(),
+    ))
 }

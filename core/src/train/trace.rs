@@ -395,6 +395,7 @@ mod tests {
             response: Some(response),
             error: None,
             latency_s: None,
+            started_at: None,
             completion_logprobs: Some(vec![-0.5; completion.len()]),
             prompt_token_ids: Some(prompt),
             completion_token_ids: Some(completion),
