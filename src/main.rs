@@ -8,13 +8,14 @@ macro_rules! outln {
     };
 }
 
+mod hubs_cmd;
 mod images_cmd;
+mod integrations_cmd;
 mod policy_args;
 mod run_summary;
 mod train_cmd;
 
 use clap::{Parser, Subcommand};
-use serde_json::{json, Value};
 use std::fs::OpenOptions;
 use std::io::{BufWriter, Write};
 use std::process::ExitCode;
@@ -47,11 +48,32 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// List every model provider and learner, whether it is ready here, and what it needs
+    /// List every provider, hub, telemetry sink, exporter, sandbox, learner and judge, whether it
+    /// is ready here, and what it needs
     Integrations {
         /// Print JSON instead of a table
         #[arg(long)]
         json: bool,
+    },
+    /// Search an environment hub (huggingface, prime, harbor); no key needed
+    Search {
+        /// The hub: huggingface (OpenEnv Spaces), prime (Environments Hub) or harbor (registry)
+        hub: String,
+        /// Words to search for (none: the hub's top entries)
+        query: Vec<String>,
+        /// Most entries to list (1 to 1000)
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Print JSON instead of a table
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make a hub entry loadable here and print the URI to load
+    Fetch {
+        /// The hub: huggingface, prime or harbor
+        hub: String,
+        /// The name `nenyax search` lists (owner/space, owner/env[@version], dataset[@version])
+        name: String,
     },
     /// List sandbox backends, whether each is ready here, and what it needs
     Sandboxes {
@@ -294,53 +316,14 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             outln!("{out}: {}", r.render().lines().last().unwrap_or_default())?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Integrations { json } => {
-            let mut rows: Vec<Value> = nenyax::providers::PROVIDERS
-                .iter()
-                .map(|p| {
-                    let ready = p.readiness();
-                    json!({
-                        "name": p.name,
-                        "title": p.title,
-                        "kind": if p.kind == nenyax::providers::ProviderKind::Local { "local" } else { "hosted" },
-                        "base_url": nenyax::openai::redact_url(&p.base_url()),
-                        "key_var": p.key_var,
-                        "ready": ready.is_ok(),
-                        "needs": ready.err(),
-                    })
-                })
-                .collect();
-            let learners = train_cmd::learner_rows();
-            if json {
-                // One list: providers, then learners (`kind` = "learner").
-                rows.extend(learners);
-                outln!(
-                    "{}",
-                    serde_json::to_string_pretty(&rows).expect("serialises")
-                )?;
-            } else {
-                outln!("model providers (use: --policy endpoint --provider NAME --model M)")?;
-                for r in &rows {
-                    let status = if r["ready"] == json!(true) {
-                        "ready"
-                    } else {
-                        "-"
-                    };
-                    outln!(
-                        "  {:<11} {:<6} {:<7} {}",
-                        r["name"].as_str().unwrap_or_default(),
-                        r["kind"].as_str().unwrap_or_default(),
-                        status,
-                        r["base_url"].as_str().unwrap_or_default()
-                    )?;
-                    if let Some(n) = r["needs"].as_str() {
-                        outln!("  {:<11} {:<6} {:<7} needs: {n}", "", "", "")?;
-                    }
-                }
-                train_cmd::print_learners(&learners)?;
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Integrations { json } => integrations_cmd::run(json).map(|()| ExitCode::SUCCESS),
+        Command::Search {
+            hub,
+            query,
+            limit,
+            json,
+        } => hubs_cmd::search(&hub, &query, limit, json).map(|()| ExitCode::SUCCESS),
+        Command::Fetch { hub, name } => hubs_cmd::fetch(&hub, &name).map(|()| ExitCode::SUCCESS),
         Command::Drivers { json } => {
             let list = registry.list();
             if json {

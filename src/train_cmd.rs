@@ -8,7 +8,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use nenyax::train::{check_learner, train_with, RunConfig, TrainReport, NAMES};
+use nenyax::train::{train_with, RunConfig, TrainReport};
 use nenyax::Error;
 
 /// Examples shown by `nenyax train --help`.
@@ -385,109 +385,6 @@ fn write_outputs(
     }
     if out.plot {
         write("curve.svg", report.svg())?;
-    }
-    Ok(())
-}
-
-/// What each learner is, for `nenyax integrations`.
-const LEARNERS: &[(&str, &str)] = &[
-    (
-        "incontext",
-        "the model's own best episodes as worked examples in its prompt; no weights change",
-    ),
-    (
-        "grpo",
-        "GRPO: group mean/std advantages, clipped ratio, k3 KL (verl's conventions)",
-    ),
-    ("grpo_trl", "GRPO with TRL's conventions"),
-    (
-        "dr_grpo",
-        "Dr. GRPO: group-centred advantages without std normalisation",
-    ),
-    (
-        "dapo",
-        "DAPO: clip-higher, token-level loss, groups without signal filtered",
-    ),
-    ("rloo", "RLOO: leave-one-out baseline"),
-    ("reinforce", "REINFORCE with a batch-mean baseline"),
-    (
-        "reinforce_pp",
-        "REINFORCE++: token-level returns, batch-normalised",
-    ),
-    ("gspo", "GSPO: sequence-level importance ratio"),
-    (
-        "pg",
-        "every knob: estimator, surrogate, aggregation, clip, KL",
-    ),
-    (
-        "rft",
-        "rejection-sampling fine-tuning on each group's best episode",
-    ),
-    ("dpo", "DPO on each group's best-versus-worst pair"),
-    (
-        "tinker",
-        "hosted LoRA training on Thinking Machines' Tinker",
-    ),
-];
-
-/// The learners as rows of `nenyax integrations --json` (`kind` = `learner`).
-pub fn learner_rows() -> Vec<Value> {
-    NAMES
-        .iter()
-        .map(|name| {
-            let title = LEARNERS
-                .iter()
-                .find(|(n, _)| n == name)
-                .map_or("", |(_, t)| *t);
-            // The registry's own verdict, so a learner it refuses is never listed as ready.
-            let (ready, needs) = match check_learner(&json!({ "use": name })) {
-                Err(Error::DriverUnavailable { missing, .. }) => (false, missing),
-                // Built in, but its name alone is not a whole config (`pg`: every knob).
-                Err(Error::Config(why)) => (true, format!("its knobs in [learner]: {why}")),
-                Err(e) => (false, e.to_string()),
-                Ok(_) if *name == "incontext" => (
-                    true,
-                    "a chat model: --provider/--model, --base-url, or [model]".to_string(),
-                ),
-                Ok(_) => (
-                    true,
-                    "a trainer: the built-in softmax policy (discrete actions, numeric \
-                     observations, e.g. gymnasium:CartPole-v1), or a program's own through the \
-                     C ABI (trainer = \"host\")"
-                        .to_string(),
-                ),
-            };
-            json!({
-                "name": name,
-                "title": title,
-                "kind": "learner",
-                "base_url": null,
-                "key_var": null,
-                "ready": ready,
-                "needs": needs,
-            })
-        })
-        .collect()
-}
-
-/// The learners as text, after the providers in `nenyax integrations`.
-pub fn print_learners(rows: &[Value]) -> Result<(), Error> {
-    outln!("\nlearners (use: nenyax train URI --learner NAME)")?;
-    for r in rows {
-        let ready = r["ready"] == json!(true);
-        outln!(
-            "  {:<13} {:<6} {}",
-            r["name"].as_str().unwrap_or_default(),
-            if ready { "ready" } else { "-" },
-            r["title"].as_str().unwrap_or_default()
-        )?;
-        outln!(
-            "  {:<13} {:<6} {}: {}",
-            "",
-            "",
-            if ready { "uses" } else { "needs" },
-            r["needs"].as_str().unwrap_or_default()
-        )?;
     }
     Ok(())
 }

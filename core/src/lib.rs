@@ -26,11 +26,13 @@ pub mod driver;
 pub mod drivers;
 pub mod env;
 pub mod error;
+pub mod hubs;
 // Entry points for the fuzz harness (tests/fuzz.rs); not part of the supported API.
 #[doc(hidden)]
 pub mod fuzzing;
 #[cfg(feature = "servers")]
 mod http_server;
+pub mod integrations;
 pub mod judges;
 pub mod kernels;
 pub mod learn;
