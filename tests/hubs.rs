@@ -566,12 +566,18 @@ fn harbor_search_and_fetch_check_out_the_pinned_task_folders() {
     let info = json_out(&nenyax(&["info", &uri], cache.path(), &[]));
     assert_eq!(info["num_tasks"], 2, "{info}");
 
-    // Again: the cached folder, unchanged, without a second checkout.
+    // Again: the cached folder, without a second checkout (the repository is gone).
+    std::fs::rename(
+        work.path().join("terminal-bench-2"),
+        work.path().join("moved"),
+    )
+    .unwrap();
     let again = nenyax(
         &["fetch", "harbor", "terminal-bench@2.0"],
         cache.path(),
         &env,
     );
+    assert!(again.status.success(), "{}", text(&again.stderr));
     assert_eq!(text(&again.stdout).trim(), uri);
 
     // The registry as a local file; an unknown version; a pin git cannot find.

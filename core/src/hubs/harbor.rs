@@ -155,7 +155,7 @@ pub fn fetch(id: &str) -> Result<String> {
     let datasets = load()?;
     let dataset = datasets
         .iter()
-        .filter(|d| d.name == name && version.is_none_or(|v| d.version == v))
+        .filter(|d| d.name == name && version.map_or(true, |v| d.version == v))
         .max_by(|a, b| version_key(&a.version).cmp(&version_key(&b.version)))
         .ok_or_else(|| {
             let have: Vec<String> = datasets
@@ -172,7 +172,8 @@ pub fn fetch(id: &str) -> Result<String> {
     safe_component(&dataset.id(), "dataset")?;
     let dest = dataset.folder();
     let pins = pins(dataset)?;
-    if std::fs::read_to_string(dest.join(STAMP)).is_ok_and(|s| s == pins.to_string()) {
+    let stamp = std::fs::read_to_string(dest.join(STAMP)).ok();
+    if stamp.and_then(|s| serde_json::from_str::<Value>(&s).ok()) == Some(pins.clone()) {
         return Ok(format!("harbor:{}", dest.display()));
     }
     let parent = dest.parent().expect("under the cache");
