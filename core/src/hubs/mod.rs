@@ -153,7 +153,9 @@ fn var(name: &str) -> Option<String> {
 /// cannot be reached is one [`Error::Endpoint`] naming it and `fix` (the variable to change).
 fn get_json(url: &str, query: &[(&str, String)], key: Option<String>, fix: &str) -> Result<Value> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(Duration::from_secs(30)))
+        .timeout_global(Some(Duration::from_secs(60)))
+        // A host that drops packets fails in seconds, not at the global limit.
+        .timeout_connect(Some(Duration::from_secs(10)))
         .http_status_as_error(false)
         .build()
         .into();
