@@ -295,6 +295,12 @@ fn prime_search_lists_verifiers_uris() {
     assert!(err.contains("owner/name"), "{err}");
     let err = one_line_error(&nenyax(&["search", "primes"], cache.path(), &env));
     assert!(err.contains("did you mean prime"), "{err}");
+    let err = one_line_error(&nenyax(
+        &["search", "prime", "--limit", "0"],
+        cache.path(),
+        &env,
+    ));
+    assert!(err.contains("1 to 1000"), "{err}");
 }
 
 /// The module of the served package: a classic-API Verifiers environment of two questions.
@@ -506,10 +512,20 @@ fn local_terminal_bench(root: &Path) -> (String, String) {
     )
     .unwrap();
     git(&repo, &["commit", "-q", "-am", "later"]);
+    // hello-world: unpinned, in the harbor repository's examples.
+    let harbor = root.join("harbor");
+    copy_dir(&task, &harbor.join("examples/tasks/hello-world"));
+    git(&harbor, &["init", "-q"]);
+    git(&harbor, &["add", "."]);
+    git(&harbor, &["commit", "-q", "-m", "example"]);
     let registry = fixture("harbor/registry.json")
         .replace(
             "https://github.com/laude-institute/terminal-bench-2.git",
             &format!("file://{}", repo.display()),
+        )
+        .replace(
+            "https://github.com/laude-institute/harbor.git",
+            &format!("file://{}", harbor.display()),
         )
         .replace("69671fbaac6d67a7ef0dfec016cc38a64ef7a77c", &commit);
     (registry, commit)
@@ -579,6 +595,23 @@ fn harbor_search_and_fetch_check_out_the_pinned_task_folders() {
     );
     assert!(again.status.success(), "{}", text(&again.stderr));
     assert_eq!(text(&again.stdout).trim(), uri);
+
+    // An unpinned task follows its repository's HEAD: fetched again, not reused.
+    let hello = nenyax(&["fetch", "harbor", "hello-world"], cache.path(), &env);
+    assert!(hello.status.success(), "{}", text(&hello.stderr));
+    let hello = PathBuf::from(text(&hello.stdout).trim().strip_prefix("harbor:").unwrap());
+    assert!(hello.join("hello-world/task.toml").is_file());
+    let harbor = work.path().join("harbor");
+    std::fs::write(
+        harbor.join("examples/tasks/hello-world/instruction.md"),
+        "moved on\n",
+    )
+    .unwrap();
+    git(&harbor, &["commit", "-q", "-am", "moved on"]);
+    let again = nenyax(&["fetch", "harbor", "hello-world@head"], cache.path(), &env);
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    let instr = std::fs::read_to_string(hello.join("hello-world/instruction.md")).unwrap();
+    assert_eq!(instr, "moved on\n");
 
     // The registry as a local file; an unknown version; a pin git cannot find.
     let file = work.path().join("registry.json");

@@ -172,8 +172,11 @@ pub fn fetch(id: &str) -> Result<String> {
     safe_component(&dataset.id(), "dataset")?;
     let dest = dataset.folder();
     let pins = pins(dataset)?;
+    // A folder fetched at the same pins is reused; one with an unpinned task (its repository's
+    // HEAD, which moves) is fetched again.
+    let pinned = dataset.tasks.iter().all(|t| t.commit.is_some());
     let stamp = std::fs::read_to_string(dest.join(STAMP)).ok();
-    if stamp.and_then(|s| serde_json::from_str::<Value>(&s).ok()) == Some(pins.clone()) {
+    if pinned && stamp.and_then(|s| serde_json::from_str::<Value>(&s).ok()) == Some(pins.clone()) {
         return Ok(format!("harbor:{}", dest.display()));
     }
     let parent = dest.parent().expect("under the cache");

@@ -104,9 +104,16 @@ fn hub(name: &str) -> Result<&'static Hub> {
     })
 }
 
-/// Up to `limit` environments on `hub` matching `query` (empty: the hub's own order).
+/// The most entries one search returns.
+pub const MAX_LIMIT: usize = 1000;
+
+/// Up to `limit` (1 to [`MAX_LIMIT`]) environments on `hub` matching `query` (empty: the hub's own order).
 pub fn search(hub_name: &str, query: &str, limit: usize) -> Result<Vec<Listing>> {
-    let limit = limit.clamp(1, 1000);
+    if !(1..=MAX_LIMIT).contains(&limit) {
+        return Err(Error::Config(format!(
+            "a search limit of {limit} is out of range; give 1 to {MAX_LIMIT}"
+        )));
+    }
     match hub(hub_name)?.name {
         "huggingface" => huggingface::search(query, limit),
         "prime" => prime::search(query, limit),
