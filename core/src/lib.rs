@@ -18,6 +18,7 @@
 #![warn(missing_docs)]
 
 #[cfg(feature = "python")]
+pub mod atif;
 pub mod bridge;
 pub mod conformance;
 pub mod contract;

@@ -1,0 +1,394 @@
+//! ATIF v1.7 both ways: round trips of chat and step-mode trajectories, NeMo Gym's export
+//! layout, a Harbor trial imported and re-judged, bad input, and (with
+//! `NENYAX_NEMO_GYM_PYTHON`) the same NeMo Gym episode exported by Nenyax and by NeMo Gym
+//! 0.7.0's own `gym eval export`, compared field by field, validated by its pydantic models and
+//! re-verified through its ATIF re-verification projection against the real server.
+
+#[path = "support/nemo_gym_server.rs"]
+mod nemo_gym_server;
+
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use nenyax::atif::{self, AtifSource, ExportOptions, Replay};
+use nenyax::{
+    load, JudgeSource, Judgment, Message, Mode, ModelCall, Policy, Role, RolloutOptions, TaskRef,
+    ToolCall, Trajectory,
+};
+
+fn data(p: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/atif")
+        .join(p)
+}
+
+fn call_msg(id: &str, name: &str, args: &str) -> Message {
+    let mut m = Message::assistant("");
+    m.content = Value::Null;
+    m.tool_calls = Some(vec![ToolCall {
+        id: Some(id.into()),
+        name: name.into(),
+        arguments: Value::String(args.into()),
+    }]);
+    m
+}
+
+fn model_call(t0: f64, ids: Option<Vec<i64>>, logprobs: Option<Vec<f64>>) -> ModelCall {
+    ModelCall {
+        request: json!({"model": "m"}).as_object().cloned().unwrap(),
+        response:
+            json!({"model": "m-2026", "usage": {"prompt_tokens": 12, "completion_tokens": 3}})
+                .as_object()
+                .cloned(),
+        error: None,
+        latency_s: Some(0.25),
+        started_at: Some(t0),
+        prompt_token_ids: Some(vec![1, 2, 3]),
+        completion_token_ids: ids,
+        completion_logprobs: logprobs,
+    }
+}
+
+/// A tool-calling chat episode with token ids, logprobs, reasoning and a judgment.
+fn chat_trajectory() -> Trajectory {
+    let mut t = Trajectory::start(
+        "define:calc.toml",
+        Mode::Step,
+        Some(TaskRef::new("7")),
+        Some(3),
+    );
+    let mut reasoned = Message::assistant("It is 42.");
+    reasoned
+        .extra
+        .insert("reasoning_content".into(), json!("6 times 7"));
+    let mut tool = Message::new(Role::Tool, "42");
+    tool.tool_call_id = Some("c1".into());
+    t.messages = vec![
+        Message::system("Use the calculator."),
+        Message::user("What is 6 * 7?"),
+        call_msg("c1", "mul", r#"{"a": 6, "b": 7}"#),
+        tool,
+        reasoned,
+    ];
+    t.model_calls = vec![
+        model_call(1_796_000_000.5, Some(vec![7, 8]), Some(vec![-0.5, -0.25])),
+        model_call(1_796_000_001.25, Some(vec![9]), Some(vec![-1.0])),
+    ];
+    let j = Judgment::new(1.0, JudgeSource::Verifier, "exact")
+        .unwrap()
+        .with_passed(true);
+    t.judgment = Some(j);
+    t
+}
+
+#[test]
+fn a_chat_trajectory_round_trips_through_atif() {
+    let t = chat_trajectory();
+    let doc = atif::to_atif(&t, &ExportOptions::default(), Some(0));
+    // One step per system/user message, one agent step per reply with its tool results.
+    let sources: Vec<AtifSource> = doc.steps.iter().map(|s| s.source).collect();
+    use AtifSource::*;
+    assert_eq!(sources, [System, User, Agent, Agent]);
+    let call = &doc.steps[2];
+    assert_eq!(
+        call.tool_calls.as_ref().unwrap()[0].arguments,
+        *json!({"a": 6, "b": 7}).as_object().unwrap()
+    );
+    let obs = &call.observation.as_ref().unwrap().results[0];
+    assert_eq!(
+        (obs.source_call_id.as_deref(), obs.content.as_ref()),
+        (Some("c1"), Some(&json!("42")))
+    );
+    let m = call.metrics.as_ref().unwrap();
+    assert_eq!((m.prompt_tokens, m.completion_tokens), (Some(12), Some(3)));
+    assert_eq!(m.completion_token_ids, Some(vec![7, 8]));
+    assert_eq!(
+        call.timestamp.as_deref(),
+        Some("2026-11-30T00:53:20.500000Z")
+    );
+    assert_eq!(call.model_name.as_deref(), Some("m-2026"));
+    assert_eq!(doc.steps[3].reasoning_content.as_deref(), Some("6 times 7"));
+    let fm = doc.final_metrics.as_ref().unwrap();
+    assert_eq!(
+        (
+            fm.total_prompt_tokens,
+            fm.total_completion_tokens,
+            fm.total_steps
+        ),
+        (Some(24), Some(6), Some(4))
+    );
+    assert_eq!(doc.trajectory_id.as_deref(), Some("nenyax:7:0"));
+
+    // Through JSON and back: messages (the raw argument string included), token ids,
+    // logprobs, start times, task, seed and judgment are kept.
+    let text = serde_json::to_string(&doc).unwrap();
+    let back = atif::from_atif(
+        &atif::parse(text.as_bytes(), Path::new("mem")).unwrap(),
+        None,
+    )
+    .unwrap();
+    assert_eq!(back.messages, t.messages);
+    assert_eq!(back.judgment, t.judgment);
+    assert_eq!(
+        (back.task.as_ref().unwrap().id.as_str(), back.seed),
+        ("7", Some(3))
+    );
+    assert_eq!(back.env_id, t.env_id);
+    assert_eq!(back.model_calls.len(), 2);
+    for (a, b) in back.model_calls.iter().zip(&t.model_calls) {
+        assert_eq!(a.prompt_token_ids, b.prompt_token_ids);
+        assert_eq!(a.completion_token_ids, b.completion_token_ids);
+        assert_eq!(a.completion_logprobs, b.completion_logprobs);
+        assert_eq!(a.latency_s, b.latency_s);
+        assert!((a.started_at.unwrap() - b.started_at.unwrap()).abs() < 1e-6);
+        assert_eq!(a.response.as_ref().unwrap()["usage"]["prompt_tokens"], 12);
+    }
+    // The rebuilt call holds the prompt the model saw and its reply.
+    let req = &back.model_calls[1].request["messages"];
+    assert_eq!(req.as_array().unwrap().len(), 4);
+    assert_eq!(
+        back.model_calls[1].response.as_ref().unwrap()["choices"][0]["message"]["content"],
+        "It is 42."
+    );
+}
+
+#[test]
+fn a_step_mode_episode_round_trips_as_actions_and_observations() {
+    let env = load("builtin:arithmetic").unwrap();
+    let t = env.rollout(
+        &Policy::constant(json!("12")),
+        &RolloutOptions::new(None, Some(5)),
+    );
+    assert!(
+        t.messages.is_empty() && !t.steps.is_empty(),
+        "{:?}",
+        t.error
+    );
+    let doc = atif::to_atif(&t, &ExportOptions::default(), None);
+    assert_eq!(doc.steps[0].source, AtifSource::User);
+    assert_eq!(doc.steps[1].llm_call_count, Some(0));
+    let back = atif::from_atif(&doc, None).unwrap();
+    assert_eq!(back.steps.len(), t.steps.len());
+    for (a, b) in back.steps.iter().zip(&t.steps) {
+        assert_eq!(
+            (&a.action, a.reward, a.terminated),
+            (&b.action, b.reward, b.terminated)
+        );
+    }
+    assert_eq!(back.score(), t.score());
+    assert_eq!(
+        back.initial_observation.unwrap().text,
+        t.initial_observation.unwrap().text
+    );
+}
+
+#[test]
+fn export_writes_nemo_gyms_layout_and_import_checks_its_digests() {
+    let dir = tempfile::tempdir().unwrap();
+    let jsonl = dir.path().join("run.jsonl");
+    let mut other = chat_trajectory();
+    other.task = Some(TaskRef::new("alpha"));
+    let lines = [chat_trajectory(), chat_trajectory(), other]
+        .map(|t| t.to_json())
+        .join("\n");
+    std::fs::write(&jsonl, lines).unwrap();
+    let out = dir.path().join("atif");
+    let opts = ExportOptions {
+        session_id: "run-1".into(),
+        ..ExportOptions::default()
+    };
+    assert_eq!(atif::export_jsonl(&jsonl, &out, &opts).unwrap(), 3);
+    let manifest = std::fs::read_to_string(out.join("manifest.jsonl")).unwrap();
+    let rows: Vec<Value> = manifest
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // Task 7 twice (rollouts 0 and 1); `alpha` is not a number, so it is numbered by first
+    // appearance; keys sorted as NeMo Gym writes them.
+    assert_eq!(rows[0]["trajectory_path"], "7-0.json");
+    assert_eq!(rows[1]["trajectory_path"], "7-1.json");
+    assert_eq!(
+        (&rows[2]["_ng_task_index"], &rows[2]["_ng_rollout_index"]),
+        (&json!(0), &json!(0))
+    );
+    assert!(manifest
+        .starts_with("{\"_ng_rollout_index\":0,\"_ng_task_index\":7,\"expected_sha256\":\""));
+    let doc: Value = serde_json::from_slice(&std::fs::read(out.join("7-1.json")).unwrap()).unwrap();
+    assert_eq!(doc["trajectory_id"], "run-1:7:1");
+    let back = atif::import_path(&out).unwrap();
+    assert_eq!(back.len(), 3);
+    assert_eq!(back[1].messages, chat_trajectory().messages);
+    // The output folder is never overwritten, and a changed file fails its digest.
+    assert!(atif::export_jsonl(&jsonl, &out, &opts)
+        .unwrap_err()
+        .to_string()
+        .contains("already exists"));
+    std::fs::write(out.join("7-1.json"), serde_json::to_vec(&doc).unwrap()).unwrap();
+    let e = atif::import_path(&out).unwrap_err().to_string();
+    assert!(
+        e.contains("7-1.json does not match its manifest digest"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_harbor_trial_imports_with_its_reward_and_re_judges() {
+    let t = atif::import_path(&data("harbor-trial")).unwrap().remove(0);
+    let j = t.judgment.as_ref().unwrap();
+    assert_eq!((j.score, j.source), (1.0, JudgeSource::External));
+    assert_eq!(j.details["recorded_by"], "harbor:verifier/reward.txt");
+    assert_eq!(t.env_id, "atif:terminus-2");
+    let roles: Vec<Role> = t.messages.iter().map(|m| m.role).collect();
+    use Role::*;
+    // The call's result is a tool message; raw terminal output tied to no call is a user turn.
+    assert_eq!(roles, [User, Assistant, Tool, Assistant, User, Assistant]);
+    assert_eq!(
+        t.messages[1].tool_calls.as_ref().unwrap()[0].arguments["keystrokes"],
+        "wc -l /app/data.csv\n"
+    );
+    assert_eq!(
+        t.messages[1].extra["reasoning_content"],
+        "wc -l counts the header too, so I will subtract one."
+    );
+    assert_eq!(t.model_calls.len(), 3);
+    assert_eq!(
+        t.model_calls[0].completion_token_ids,
+        Some(vec![4913, 26350, 788, 330, 785, 151645])
+    );
+    assert_eq!(
+        t.model_calls[0].completion_logprobs.as_ref().unwrap()[3],
+        -1.0986
+    );
+    assert_eq!(t.model_calls[2].started_at, Some(1_796_029_929.640_001));
+    assert_eq!(t.metadata["atif"]["schema_version"], "ATIF-v1.8");
+
+    // Re-judged by a define: environment's own judge on the final answer...
+    let env = load(&format!("define:{}", data("harbor-task.toml").display())).unwrap();
+    let r = atif::rejudge(&t, &env, Some(TaskRef::new("0")), Replay::Final);
+    let j = r.judgment.as_ref().unwrap();
+    assert_eq!(
+        (j.score, j.source),
+        (1.0, JudgeSource::Verifier),
+        "{:?}",
+        r.metadata
+    );
+    assert_eq!(j.components["recorded"], 1.0);
+    assert_eq!(j.details["replayed"]["same_prompt"], true);
+    // ... and a wrong final answer scores 0 whatever was recorded.
+    let mut wrong = t.clone();
+    wrong.messages.last_mut().unwrap().content = json!("It has 42 data rows.");
+    assert_eq!(
+        atif::rejudge(&wrong, &env, Some(TaskRef::new("0")), Replay::Final).score(),
+        Some(0.0)
+    );
+    // Replaying every reply into a one-turn environment judges the first, a tool call: 0.
+    assert_eq!(
+        atif::rejudge(&t, &env, Some(TaskRef::new("0")), Replay::All).score(),
+        Some(0.0)
+    );
+}
+
+fn nenyax(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_nenyax"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_import_command_writes_trajectories_and_re_judges() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t.jsonl");
+    let trial = data("harbor-trial").display().to_string();
+    let task = format!("define:{}", data("harbor-task.toml").display());
+    let o = nenyax(&[
+        "import",
+        "atif",
+        &trial,
+        "-o",
+        out.to_str().unwrap(),
+        "--rejudge",
+        &task,
+        "--task",
+        "0",
+        "--final-answer",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("imported 1 trajectories (1 judged, mean score 1.000)"),
+        "{err}"
+    );
+    let t = Trajectory::from_json(std::fs::read_to_string(&out).unwrap().trim()).unwrap();
+    assert_eq!(t.judgment.unwrap().source, JudgeSource::Verifier);
+    // A judge spec instead of an environment.
+    let o = nenyax(&[
+        "import",
+        "atif",
+        &trial,
+        "-o",
+        "-",
+        "--judge",
+        r#"{"type": "regex", "pattern": "\\b42\\b"}"#,
+    ]);
+    assert!(o.status.success());
+    assert_eq!(
+        Trajectory::from_json(String::from_utf8_lossy(&o.stdout).trim())
+            .unwrap()
+            .score(),
+        Some(0.0)
+    );
+}
+
+#[test]
+fn bad_atif_gets_one_clear_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let good: Value =
+        serde_json::from_slice(&std::fs::read(data("harbor-trial/agent/trajectory.json")).unwrap())
+            .unwrap();
+    let cases: [(&str, Box<dyn Fn(&mut Value)>, &str); 4] = [
+        (
+            "version.json",
+            Box::new(|v| v["schema_version"] = json!("ATIF-v2.0")),
+            "not an ATIF v1 document: schema_version is `ATIF-v2.0`",
+        ),
+        (
+            "ids.json",
+            Box::new(|v| v["steps"][1]["step_id"] = json!(5)),
+            "steps[1].step_id is 5, expected 2",
+        ),
+        (
+            "unknown.json",
+            Box::new(|v| v["steps"][0]["speaker"] = json!("me")),
+            "unknown field `speaker`",
+        ),
+        (
+            "dangling.json",
+            Box::new(|v| {
+                v["steps"][1]["observation"]["results"][0]["source_call_id"] = json!("nope")
+            }),
+            "result for tool call `nope`, which that step did not make",
+        ),
+    ];
+    for (name, edit, want) in cases {
+        let mut v = good.clone();
+        edit(&mut v);
+        let p = dir.path().join(name);
+        std::fs::write(&p, v.to_string()).unwrap();
+        let e = atif::import_path(&p).unwrap_err();
+        assert_eq!(e.kind(), "ProtocolError");
+        assert!(e.to_string().contains(want), "{name}: {e}");
+        let o = nenyax(&["import", "atif", p.to_str().unwrap(), "-o", "-"]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && err.trim().lines().count() == 1 && err.contains(want),
+            "{name}: {err}"
+        );
+    }
+    let e = atif::import_path(dir.path()).unwrap_err().to_string();
+    assert!(
+        e.contains("neither an ATIF file, a Harbor trial folder"),
+        "{e}"
+    );
+}
