@@ -13,8 +13,8 @@ use std::process::Command;
 
 use nenyax::atif::{self, AtifSource, ExportOptions, Replay};
 use nenyax::{
-    load, JudgeSource, Judgment, Message, Mode, ModelCall, Policy, Role, RolloutOptions, TaskRef,
-    ToolCall, Trajectory,
+    load, FunctionModel, JudgeSource, Judgment, Message, Mode, ModelCall, Policy, Role,
+    RolloutOptions, TaskRef, ToolCall, Trajectory,
 };
 
 fn data(p: &str) -> PathBuf {
@@ -347,33 +347,40 @@ fn bad_atif_gets_one_clear_line() {
     let good: Value =
         serde_json::from_slice(&std::fs::read(data("harbor-trial/agent/trajectory.json")).unwrap())
             .unwrap();
-    let cases: [(&str, Box<dyn Fn(&mut Value)>, &str); 4] = [
+    // (file, object to change as a JSON pointer, its field, the new value, the error).
+    let cases = [
         (
             "version.json",
-            Box::new(|v| v["schema_version"] = json!("ATIF-v2.0")),
+            "",
+            "schema_version",
+            json!("ATIF-v2.0"),
             "not an ATIF v1 document: schema_version is `ATIF-v2.0`",
         ),
         (
             "ids.json",
-            Box::new(|v| v["steps"][1]["step_id"] = json!(5)),
+            "/steps/1",
+            "step_id",
+            json!(5),
             "steps[1].step_id is 5, expected 2",
         ),
         (
             "unknown.json",
-            Box::new(|v| v["steps"][0]["speaker"] = json!("me")),
+            "/steps/0",
+            "speaker",
+            json!("me"),
             "unknown field `speaker`",
         ),
         (
             "dangling.json",
-            Box::new(|v| {
-                v["steps"][1]["observation"]["results"][0]["source_call_id"] = json!("nope")
-            }),
+            "/steps/1/observation/results/0",
+            "source_call_id",
+            json!("nope"),
             "result for tool call `nope`, which that step did not make",
         ),
     ];
-    for (name, edit, want) in cases {
+    for (name, at, field, value, want) in cases {
         let mut v = good.clone();
-        edit(&mut v);
+        v.pointer_mut(at).unwrap()[field] = value;
         let p = dir.path().join(name);
         std::fs::write(&p, v.to_string()).unwrap();
         let e = atif::import_path(&p).unwrap_err();
@@ -390,5 +397,281 @@ fn bad_atif_gets_one_clear_line() {
     assert!(
         e.contains("neither an ATIF file, a Harbor trial folder"),
         "{e}"
+    );
+}
+
+/// NeMo Gym's role names: it refuses `developer` in ATIF export, so the row says `system`, as
+/// Nenyax reads it.
+fn gym_items(items: &Value) -> Vec<Value> {
+    let mut out: Vec<Value> = items.as_array().cloned().unwrap_or_default();
+    for i in &mut out {
+        if i.get("role") == Some(&json!("developer")) {
+            i["role"] = json!("system");
+        }
+        if i.get("role").is_some() && i.get("type").is_none() {
+            i["type"] = json!("message");
+        }
+    }
+    out
+}
+
+/// The episode as a NeMo Gym rollout row (what `gym eval export` reads): its `ng_trajectory`
+/// v1.0 record built from the Responses requests and replies the nemo_gym driver exchanged.
+fn gym_rollout(t: &Trajectory) -> Value {
+    let (inv, task_id, rollout_id) = ("inv-0", "0", "0-0");
+    let mut turns = Vec::new();
+    let mut calls = Vec::new();
+    let mut steps = 0;
+    for (i, c) in t.model_calls.iter().enumerate() {
+        let resp = c.response.as_ref().unwrap();
+        let answer = gym_items(&resp["output"]);
+        steps += answer
+            .iter()
+            .filter(|a| a["type"] == "function_call")
+            .count();
+        let started = c.started_at.unwrap();
+        let latency = c.latency_s.unwrap();
+        turns.push(json!({
+            "invocation_id": inv, "task_id": task_id, "rollout_id": rollout_id,
+            "turn_no": i + 1, "timestamp": started,
+            "question": gym_items(&c.request["input"]), "answer": answer,
+            "step_count": steps, "model_calls": [{"model_call_id": format!("mc-{i}")}],
+        }));
+        calls.push(json!({
+            "model_call_id": format!("mc-{i}"), "started_at": started,
+            "completed_at": started + latency, "duration_ms": latency * 1000.0,
+            "response_metadata": {"response_id": resp["id"], "model": resp["model"],
+                                  "dialect": "responses", "response_status": resp["status"]},
+            "token_stats": {"prompt_tokens": resp["usage"]["input_tokens"],
+                            "completion_tokens": resp["usage"]["output_tokens"],
+                            "total_tokens": resp["usage"]["total_tokens"]},
+        }));
+    }
+    let last = t.model_calls.last().unwrap();
+    let mut conversation = gym_items(&last.request["input"]);
+    conversation.extend(gym_items(&last.response.as_ref().unwrap()["output"]));
+    let tool_calls: Vec<Value> = conversation
+        .iter()
+        .filter(|i| i["type"] == "function_call_output")
+        .map(|o| {
+            let call = conversation
+                .iter()
+                .find(|c| c["type"] == "function_call" && c["call_id"] == o["call_id"])
+                .unwrap();
+            json!({"invocation_id": inv, "tool_call_id": o["call_id"], "tool_name": call["name"],
+                   "status": "completed", "output": o["output"]})
+        })
+        .collect();
+    let refs: Vec<Value> = (0..calls.len())
+        .map(|i| json!({"model_call_id": format!("mc-{i}")}))
+        .collect();
+    json!({
+        "_ng_task_index": 0, "_ng_rollout_index": 0,
+        "agent_ref": {"type": "responses_api_agents", "name": "simple_agent"},
+        "reward": t.score(),
+        "ng_trajectory": {
+            "schema_version": "1.0", "task_id": task_id, "rollout_id": rollout_id,
+            "invocations": [{"invocation_id": inv, "status": "completed", "model_calls": refs,
+                             "conversation": conversation}],
+            "turns": turns, "model_calls": calls, "tool_calls": tool_calls,
+        },
+    })
+}
+
+/// Validates our files with NeMo Gym's pydantic models, then re-verifies them the way
+/// `gym eval reverify --input-format atif` does: its manifest loader and projection build the
+/// /verify payloads, posted to the running resources server.
+const GYM_CHECK: &str = r#"
+import json, sys, urllib.request
+from pathlib import Path
+from nemo_gym.atif_v1_7 import AtifTrajectoryV1_7
+from nemo_gym.rollout_reverification import _prepare_atif_payloads, ATIF_PROVENANCE_KEY
+ours, inputs, url = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+for f in sorted(ours.glob("*.json")):
+    AtifTrajectoryV1_7.model_validate_json(f.read_text())
+rewards = []
+for p in _prepare_atif_payloads(inputs, ours / "manifest.jsonl"):
+    body = {k: v for k, v in p.items() if k != ATIF_PROVENANCE_KEY}
+    req = urllib.request.Request(url + "/verify", json.dumps(body).encode(), {"Content-Type": "application/json"})
+    rewards.append(json.load(urllib.request.urlopen(req))["reward"])
+print(json.dumps({"valid": len(list(ours.glob("*.json"))), "rewards": rewards}))
+"#;
+
+/// A step without producer-specific `extra`, its text parts joined: the fields both exporters
+/// fill from the same episode.
+fn comparable(doc: &Value) -> Value {
+    let mut d = doc.clone();
+    fn strip(v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                m.remove("extra");
+                if let Some(Value::Array(parts)) = m.get("message") {
+                    let text: String = parts.iter().filter_map(|p| p["text"].as_str()).collect();
+                    m.insert("message".into(), json!(text));
+                }
+                m.values_mut().for_each(strip);
+            }
+            Value::Array(a) => a.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    strip(&mut d);
+    d
+}
+
+#[test]
+fn nemo_gyms_own_export_of_the_same_episode_matches_ours() {
+    let Some(py) = nemo_gym_server::python() else {
+        return;
+    };
+    let s = nemo_gym_server::ResourcesServer::start(&py, "example_single_tool_call");
+    let data_file = nemo_gym_server::example_data(&py, &s.name);
+    let uri = format!("nemo_gym:{}?data={data_file}&api=responses", s.url);
+    let env = load(&uri).unwrap();
+    let model = FunctionModel::with_messages("weather-script", |msgs| {
+        Ok(match msgs.last().map(|m| m.role) {
+            Some(Role::Tool) => Message::assistant(format!(
+                "Here you go: {}",
+                msgs.last().and_then(Message::text).unwrap_or_default()
+            )),
+            _ => call_msg("call_0", "get_weather", r#"{"city":"San Francisco"}"#),
+        })
+    });
+    let t = env.rollout(
+        &Policy::chat(model),
+        &RolloutOptions::new(Some(TaskRef::new("0")), None),
+    );
+    assert_eq!(t.score(), Some(1.0), "{:?}", t.error);
+
+    let dir = tempfile::tempdir().unwrap();
+    let (run, rollouts) = (
+        dir.path().join("run.jsonl"),
+        dir.path().join("rollouts.jsonl"),
+    );
+    std::fs::write(&run, t.to_json()).unwrap();
+    std::fs::write(&rollouts, gym_rollout(&t).to_string()).unwrap();
+    let opts = ExportOptions {
+        session_id: "eval-1".into(),
+        agent_name: "simple_agent".into(),
+        agent_version: "1.0".into(),
+    };
+    let (ours, theirs) = (dir.path().join("ours"), dir.path().join("theirs"));
+    assert_eq!(atif::export_jsonl(&run, &ours, &opts).unwrap(), 1);
+    let gym = Path::new(&py).with_file_name("gym");
+    let o = Command::new(&gym)
+        .args([
+            "eval",
+            "export",
+            "--format",
+            "atif",
+            "--rollouts",
+            rollouts.to_str().unwrap(),
+            "--output-dir",
+            theirs.to_str().unwrap(),
+            "--session-id",
+            "eval-1",
+            "--agent-version",
+            "1.0",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "gym eval export: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+
+    // The same layout: one file per rollout, the same manifest keys.
+    let read =
+        |p: PathBuf| -> Value { serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap() };
+    let manifest = |d: &Path| -> Value {
+        serde_json::from_str(
+            std::fs::read_to_string(d.join("manifest.jsonl"))
+                .unwrap()
+                .trim(),
+        )
+        .unwrap()
+    };
+    let (mo, mt) = (manifest(&ours), manifest(&theirs));
+    for k in ["trajectory_path", "_ng_task_index", "_ng_rollout_index"] {
+        assert_eq!(mo[k], mt[k], "manifest {k}");
+    }
+    let (a, b) = (read(ours.join("0-0.json")), read(theirs.join("0-0.json")));
+    // Field by field, without the producers' own `extra`: ids, agent, steps (sources, text,
+    // tool calls, results, timestamps, model names, token counts) and final metrics agree.
+    assert_eq!(
+        comparable(&a),
+        comparable(&b),
+        "ours:\n{a:#}\ntheirs:\n{b:#}"
+    );
+    assert_eq!(a["steps"][2]["timestamp"], b["steps"][2]["timestamp"]);
+    assert!(b["extra"]["nemo_gym"].is_object() && a["extra"]["nenyax"]["judgment"]["score"] == 1.0);
+
+    // Ours passes NeMo Gym's pydantic models, and its re-verification projection of our file
+    // scores 1.0 at the real server.
+    let inputs = dir.path().join("inputs.jsonl");
+    let mut row: Value = serde_json::from_str(
+        std::fs::read_to_string(&data_file)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    row["_ng_task_index"] = json!(0);
+    row["_ng_rollout_index"] = json!(0);
+    row["agent_ref"] = json!({"type": "responses_api_agents", "name": "simple_agent"});
+    std::fs::write(&inputs, row.to_string()).unwrap();
+    let o = Command::new(&py)
+        .args([
+            "-c",
+            GYM_CHECK,
+            ours.to_str().unwrap(),
+            inputs.to_str().unwrap(),
+            &s.url,
+        ])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(
+        serde_json::from_str::<Value>(out.trim()).unwrap(),
+        json!({"valid": 1, "rewards": [1.0]})
+    );
+
+    // NeMo Gym's file imports into the same conversation and re-judges at the server: 1.0.
+    let back = atif::import_path(&theirs).unwrap().remove(0);
+    let texts = |t: &Trajectory| {
+        t.messages
+            .iter()
+            .map(|m| (m.role, m.text(), m.tool_calls.clone()))
+            .collect::<Vec<_>>()
+    };
+    let mut want = t.clone();
+    // Their file keeps the arguments as an object, not the model's string.
+    for m in &mut want.messages {
+        for c in m.tool_calls.iter_mut().flatten() {
+            c.arguments = serde_json::from_str(c.arguments.as_str().unwrap()).unwrap();
+        }
+    }
+    assert_eq!(texts(&back), texts(&want));
+    assert_eq!(back.task.as_ref().unwrap().id, "0");
+    assert!(back.judgment.is_none(), "NeMo Gym's ATIF carries no reward");
+    let r = atif::rejudge(&back, &env, None, Replay::All);
+    assert_eq!(
+        r.score(),
+        Some(1.0),
+        "{:?}",
+        r.metadata.get("rejudge_error")
+    );
+    assert_eq!(
+        r.judgment.unwrap().details["replayed"],
+        json!({"replies": 2, "of": 2, "same_prompt": true})
     );
 }

@@ -10,7 +10,7 @@ use crate::contract::{
 };
 use crate::error::{Error, Result};
 
-fn nenyax<'a>(extra: &'a Option<JsonMap>) -> Option<&'a JsonMap> {
+fn nenyax(extra: &Option<JsonMap>) -> Option<&JsonMap> {
     extra.as_ref()?.get("nenyax")?.as_object()
 }
 
@@ -67,7 +67,9 @@ fn check(doc: &AtifTrajectory) -> Result<()> {
 }
 
 fn assistant(s: &AtifStep) -> Message {
-    let null = nenyax(&s.extra).is_some_and(|n| n.get("content_null") == Some(&json!(true)));
+    // ATIF writes "" for a reply that only calls tools; the chat wire says null.
+    let null = nenyax(&s.extra).is_some_and(|n| n.get("content_null") == Some(&json!(true)))
+        || (s.message == json!("") && s.tool_calls.as_ref().is_some_and(|c| !c.is_empty()));
     let mut m = Message::assistant("");
     m.content = if null {
         Value::Null

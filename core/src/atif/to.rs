@@ -115,10 +115,19 @@ fn apply_call(s: &mut AtifStep, call: &ModelCall) {
             .completion_logprobs
             .clone()
             .filter(|l| l.iter().all(|x| x.is_finite())),
-        extra: call
-            .latency_s
-            .and_then(|l| nenyax_extra(json!({"latency_s": l}))),
         ..AtifStepMetrics::default()
+    };
+    let mut extra = JsonMap::new();
+    // `total_tokens` where NeMo Gym's exporter (Relay's extension shape) puts it.
+    if let Some(total) = usage(call, "total_tokens") {
+        extra.insert("total_tokens".into(), json!(total));
+    }
+    if let Some(l) = call.latency_s {
+        extra.insert("nenyax".into(), json!({"latency_s": l}));
+    }
+    let metrics = AtifStepMetrics {
+        extra: (!extra.is_empty()).then_some(extra),
+        ..metrics
     };
     if metrics != AtifStepMetrics::default() {
         s.metrics = Some(metrics);
@@ -304,11 +313,7 @@ pub fn to_atif(traj: &Trajectory, opts: &ExportOptions, rollout: Option<u64>) ->
     let task = traj.task.as_ref().map(|t| t.id.clone());
     let trajectory_id = match rollout {
         Some(r) => format!("{}:{}:{r}", opts.session_id, task.as_deref().unwrap_or("-")),
-        None => format!(
-            "{}:{}",
-            opts.session_id,
-            format!("{:016x}", crate::contract::fresh_id())
-        ),
+        None => format!("{}:{:016x}", opts.session_id, crate::contract::fresh_id()),
     };
     AtifTrajectory {
         schema_version: SCHEMA_VERSION.into(),
