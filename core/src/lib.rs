@@ -17,8 +17,8 @@
 
 #![warn(missing_docs)]
 
-#[cfg(feature = "python")]
 pub mod atif;
+#[cfg(feature = "python")]
 pub mod bridge;
 pub mod conformance;
 pub mod contract;
