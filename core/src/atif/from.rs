@@ -200,13 +200,12 @@ pub fn from_atif(doc: &AtifTrajectory, reward: Option<&RecordedReward>) -> Resul
     check(doc)?;
     let ours = nenyax(&doc.extra).cloned().unwrap_or_default();
     let get = |k: &str| ours.get(k).cloned().filter(|v| !v.is_null());
-    let parse = |k: &str| -> Result<Option<Value>> { Ok(get(k)) };
     let gym_source = doc
         .extra
         .as_ref()
         .and_then(|e| e.get("nemo_gym")?.get("source").cloned());
     let task =
-        match parse("task")? {
+        match get("task") {
             Some(t) => Some(serde_json::from_value::<TaskRef>(t).map_err(|e| {
                 Error::Protocol(format!("ATIF extra.nenyax.task is not a task: {e}"))
             })?),
@@ -298,6 +297,8 @@ pub fn from_atif(doc: &AtifTrajectory, reward: Option<&RecordedReward>) -> Resul
             "agent": doc.agent,
             "final_metrics": doc.final_metrics,
             "notes": doc.notes,
+            "continued_trajectory_ref": doc.continued_trajectory_ref,
+            "subagent_trajectories": doc.subagent_trajectories,
             "extra": foreign,
         }),
     );
