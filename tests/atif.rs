@@ -154,6 +154,30 @@ fn a_chat_trajectory_round_trips_through_atif() {
 }
 
 #[test]
+fn replies_that_came_with_the_prompt_are_copied_context() {
+    // A few-shot example in the prompt: three assistant messages, two model calls.
+    let mut t = chat_trajectory();
+    t.messages.insert(1, Message::user("What is 2 * 2?"));
+    t.messages.insert(2, Message::assistant("4"));
+    let doc = atif::to_atif(&t, &ExportOptions::default(), None);
+    let agents: Vec<_> = doc
+        .steps
+        .iter()
+        .filter(|s| s.source == AtifSource::Agent)
+        .collect();
+    assert_eq!(agents[0].is_copied_context, Some(true));
+    assert!(agents[0].metrics.is_none() && agents[0].timestamp.is_none());
+    assert_eq!(
+        agents[1].metrics.as_ref().unwrap().completion_token_ids,
+        Some(vec![7, 8])
+    );
+    let back = atif::from_atif(&doc, None).unwrap();
+    assert_eq!(back.messages, t.messages);
+    assert_eq!(back.model_calls.len(), 2);
+    assert_eq!(back.model_calls[0].completion_token_ids, Some(vec![7, 8]));
+}
+
+#[test]
 fn a_step_mode_episode_round_trips_as_actions_and_observations() {
     let env = load("builtin:arithmetic").unwrap();
     let t = env.rollout(
@@ -487,7 +511,7 @@ from pathlib import Path
 from nemo_gym.atif_v1_7 import AtifTrajectoryV1_7
 from nemo_gym.rollout_reverification import _prepare_atif_payloads, ATIF_PROVENANCE_KEY
 ours, inputs, url = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
-for f in sorted(ours.glob("*.json")):
+for f in sorted(ours.glob("*.json")) + [Path(p) for p in sys.argv[4:]]:
     AtifTrajectoryV1_7.model_validate_json(f.read_text())
 rewards = []
 for p in _prepare_atif_payloads(inputs, ours / "manifest.jsonl"):

@@ -23,15 +23,25 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
     (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
-/// `2026-12-02T17:36:24.123456Z` for Unix seconds `t` (microsecond precision, as Python's
-/// `isoformat` writes).
+/// `2026-12-02T17:36:24.123456Z` for Unix seconds `t`, to the microsecond exactly as NeMo Gym
+/// writes it (`datetime.fromtimestamp(t, UTC).isoformat()` with `Z`).
 pub fn to_iso(t: f64) -> String {
-    let micros = (t * 1e6).round() as i64;
-    let (secs, us) = (micros.div_euclid(1_000_000), micros.rem_euclid(1_000_000));
+    // Split before scaling, rounding half to even, as Python's `datetime.fromtimestamp` does:
+    // `t * 1e6` alone rounds differently in the last microsecond.
+    let whole = t.floor();
+    let micros = ((t - whole) * 1e6).round_ties_even() as i64;
+    let secs = whole as i64 + micros / 1_000_000;
+    let us = micros % 1_000_000;
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     let (y, m, d) = civil_from_days(days);
+    // Python's `isoformat` leaves out a zero fraction.
+    let frac = if us == 0 {
+        String::new()
+    } else {
+        format!(".{us:06}")
+    };
     format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{us:06}Z",
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}{frac}Z",
         rem / 3600,
         rem % 3600 / 60,
         rem % 60
@@ -80,7 +90,14 @@ mod tests {
 
     #[test]
     fn iso_round_trips_and_reads_offsets() {
-        assert_eq!(to_iso(0.0), "1970-01-01T00:00:00.000000Z");
+        assert_eq!(to_iso(0.0), "1970-01-01T00:00:00Z");
+        // What Python's datetime.fromtimestamp(t, UTC).isoformat() prints for these.
+        assert_eq!(to_iso(1_796_233_111.775_333), "2026-12-02T17:38:31.775333Z");
+        assert_eq!(
+            to_iso(1_796_233_111.775_332_5),
+            "2026-12-02T17:38:31.775332Z"
+        );
+        assert_eq!(to_iso(1_796_000_000.999_999_5), "2026-11-30T00:53:21Z");
         assert_eq!(to_iso(1_700_000_000.25), "2023-11-14T22:13:20.250000Z");
         let t = 1_796_232_984.123_456;
         assert!((from_iso(&to_iso(t)).unwrap() - t).abs() < 1e-6);
