@@ -10,6 +10,7 @@ macro_rules! outln {
 
 mod hubs_cmd;
 mod images_cmd;
+mod import_cmd;
 mod integrations_cmd;
 mod policy_args;
 mod run_summary;
@@ -160,6 +161,11 @@ enum Command {
     Images {
         #[command(subcommand)]
         action: images_cmd::ImagesAction,
+    },
+    /// Read trajectories made by other systems (ATIF) as Trajectory JSONL, optionally re-judged
+    Import {
+        #[command(subcommand)]
+        format: import_cmd::ImportFormat,
     },
     /// Serve a step-mode environment as an OpenEnv server (/ws, /reset, /step, /state, /schema)
     Serve {
@@ -587,6 +593,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             setup(&framework, &python)
         }
         Command::Images { action } => images_cmd::images(action),
+        Command::Import { format } => import_cmd::run(&registry, format),
         Command::Serve {
             uri,
             host,

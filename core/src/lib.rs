@@ -17,6 +17,7 @@
 
 #![warn(missing_docs)]
 
+pub mod atif;
 #[cfg(feature = "python")]
 pub mod bridge;
 pub mod conformance;
