@@ -64,6 +64,8 @@ pub fn build(options: &JsonMap) -> Result<Box<dyn Sink>> {
 pub struct WandbSink {
     python: String,
     mode: String,
+    /// Whether the mode was chosen for the user (offline for want of WANDB_API_KEY).
+    mode_defaulted: bool,
     init: Map<String, Value>,
     timeout: Duration,
     helper: Option<Helper>,
@@ -84,7 +86,9 @@ impl WandbSink {
         check_keys("wandb", options, OPTIONS)?;
         let opt = |k| string_option("wandb", options, k);
         let has_key = std::env::var("WANDB_API_KEY").is_ok_and(|k| !k.is_empty());
-        let mode = match opt("mode")? {
+        let given = opt("mode")?;
+        let mode_defaulted = given.is_none();
+        let mode = match given {
             Some(m) if !MODES.contains(&m.as_str()) => {
                 return Err(Error::Config(format!(
                     "wandb: option `mode` = {m:?} is not one of {}",
@@ -144,6 +148,7 @@ impl WandbSink {
         Ok(WandbSink {
             python: interpreter(opt("python")?),
             mode,
+            mode_defaulted,
             init,
             timeout: Duration::from_secs_f64(timeout),
             helper: None,
@@ -311,7 +316,8 @@ impl Sink for WandbSink {
         self.run_dir = Some(dir.to_string());
         match self.mode.as_str() {
             "offline" => eprintln!(
-                "nenyax: W&B is offline (no WANDB_API_KEY); the run is in {dir}; upload it later with `wandb sync {dir}`"
+                "nenyax: W&B is offline{}; the run is in {dir}; upload it later with `wandb sync {dir}`",
+                if self.mode_defaulted { " (no WANDB_API_KEY)" } else { "" }
             ),
             "online" => eprintln!(
                 "nenyax: W&B run at {}",
