@@ -238,6 +238,30 @@ fn mlflow_sink_writes_a_run_that_mlflows_client_reads_back() {
         runs,
         json!({"arith": "FINISHED", "builtin:arithmetic": "FAILED"})
     );
+
+    // The same server (one start is most of this test's time) for the errors it answers.
+    // A deleted experiment: the sink says how to get it back.
+    python_json(
+        &py,
+        "import sys, json\nfrom mlflow.tracking import MlflowClient\n\
+         c = MlflowClient(tracking_uri=sys.argv[1])\n\
+         c.delete_experiment(c.create_experiment('gone'))\nprint('{}')",
+        &[&server.url],
+    );
+    let mut sink = MlflowSink::new(&opts(json!({
+        "tracking_uri": server.url, "experiment": "gone",
+    })))
+    .unwrap();
+    let e = sink.start(&run_info()).unwrap_err();
+    assert!(e.to_string().contains("is deleted; restore it"), "{e}");
+    // A path the server does not serve: its status and body come back in the error.
+    let mut sink = MlflowSink::new(&opts(json!({
+        "tracking_uri": format!("{}/no/such/prefix", server.url),
+    })))
+    .unwrap();
+    let e = sink.start(&run_info()).unwrap_err();
+    assert_eq!(e.kind(), "EndpointError");
+    assert!(e.to_string().contains("HTTP 404"), "{e}");
 }
 
 #[test]
@@ -274,36 +298,6 @@ fn mlflow_sink_refuses_bad_uris_and_reports_a_down_server() {
     sink.episode(traj).unwrap();
     assert_eq!(sink.flush().unwrap_err().kind(), "EndpointError");
     assert_eq!(sink.finish(false).unwrap_err().kind(), "EndpointError");
-}
-
-#[test]
-fn mlflow_errors_name_the_servers_message() {
-    let Some(py) = integrations::python("trackers") else {
-        return;
-    };
-    let server = MlflowServer::start(&py);
-    // A deleted experiment: the sink says how to get it back.
-    python_json(
-        &py,
-        "import sys, json\nfrom mlflow.tracking import MlflowClient\n\
-         c = MlflowClient(tracking_uri=sys.argv[1])\n\
-         c.delete_experiment(c.create_experiment('gone'))\nprint('{}')",
-        &[&server.url],
-    );
-    let mut sink = MlflowSink::new(&opts(json!({
-        "tracking_uri": server.url, "experiment": "gone",
-    })))
-    .unwrap();
-    let e = sink.start(&run_info()).unwrap_err();
-    assert!(e.to_string().contains("is deleted; restore it"), "{e}");
-    // A path the server does not serve: its status and body come back in the error.
-    let mut sink = MlflowSink::new(&opts(json!({
-        "tracking_uri": format!("{}/no/such/prefix", server.url),
-    })))
-    .unwrap();
-    let e = sink.start(&run_info()).unwrap_err();
-    assert_eq!(e.kind(), "EndpointError");
-    assert!(e.to_string().contains("HTTP 404"), "{e}");
 }
 
 // ---------------------------------------------------------------------------------------------
