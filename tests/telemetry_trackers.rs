@@ -417,6 +417,17 @@ fn wandb_offline_run_is_read_back_from_the_sdks_own_log() {
         .contains(&json!("report.json")));
     assert_eq!(run["report"], report);
     assert_eq!(run["exit_code"], 0);
+    // And `wandb sync` takes it as a run to upload.
+    let wandb = Path::new(&py).with_file_name("wandb");
+    let out = Command::new(wandb)
+        .args(["sync", "--dry-run", &run_dir])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr) + String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && said.contains("Would sync 1 run"),
+        "{said}"
+    );
 }
 
 #[test]
