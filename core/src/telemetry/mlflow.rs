@@ -2,7 +2,8 @@
 //! tracking server's documented REST API 2.0 (no Python), metrics batched through
 //! `runs/log-batch` and the report uploaded through the server's artifact proxy.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::collections::VecDeque;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
@@ -21,6 +22,9 @@ const MAX_PARAM_VALUE: usize = 6000;
 const MAX_KEY: usize = 250;
 /// Metrics kept while no run can be opened (the server is down); older ones are dropped first.
 const MAX_PENDING: usize = 100_000;
+/// How long a run that could not be opened waits before the next try, so that a server that is
+/// down costs one refused connection per interval rather than one per flush.
+const REOPEN_AFTER: Duration = Duration::from_secs(10);
 /// Characters escaped in a URL query value or path segment.
 const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.');
 /// The server's artifact proxy, as `mlflow-artifacts:` URIs resolve (MlflowArtifactsRepository).
@@ -45,8 +49,10 @@ pub struct MlflowSink {
     auth: Option<String>,
     info: Option<RunInfo>,
     run: Option<OpenRun>,
-    pending: Vec<Value>,
+    pending: VecDeque<Value>,
     episodes: u64,
+    /// When a failed [`MlflowSink::open_run`] may be tried again.
+    reopen_at: Option<Instant>,
 }
 
 struct OpenRun {
@@ -87,8 +93,9 @@ impl MlflowSink {
             auth: auth_header(),
             info: None,
             run: None,
-            pending: Vec::new(),
+            pending: VecDeque::new(),
             episodes: 0,
+            reopen_at: None,
         })
     }
 
@@ -208,14 +215,39 @@ impl MlflowSink {
     fn push(&mut self, step: u64, timestamp: i64, values: &[(String, f64)]) {
         // JSON has no NaN or infinity, and MLflow's REST API cannot take them.
         for (k, v) in values.iter().filter(|(_, v)| v.is_finite()) {
-            self.pending.push(json!({
+            self.pending.push_back(json!({
                 "key": mlflow_key(k), "value": v, "timestamp": timestamp, "step": step,
             }));
         }
-        if self.pending.len() > MAX_PENDING {
-            let excess = self.pending.len() - MAX_PENDING;
-            self.pending.drain(..excess);
+        while self.pending.len() > MAX_PENDING {
+            self.pending.pop_front();
         }
+    }
+
+    /// Send the waiting metrics. While no run can be opened they wait (capped) for the server
+    /// to come back, tried again every [`REOPEN_AFTER`] unless `force`.
+    fn send_pending(&mut self, force: bool) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        if self.run.is_none() {
+            if !force && self.reopen_at.is_some_and(|t| Instant::now() < t) {
+                return Ok(());
+            }
+            if let Err(e) = self.open_run() {
+                self.reopen_at = Some(Instant::now() + REOPEN_AFTER);
+                return Err(e);
+            }
+        }
+        let id = self.run.as_ref().expect("opened above").id.clone();
+        let mut pending = std::mem::take(&mut self.pending);
+        let mut first_error = None;
+        for chunk in pending.make_contiguous().chunks(MAX_METRICS_PER_BATCH) {
+            if let Err(e) = self.log_batch(&json!({ "run_id": id, "metrics": chunk })) {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
     }
 
     fn artifact_url(&self, run: &OpenRun, name: &str) -> Result<String> {
@@ -256,7 +288,9 @@ impl Sink for MlflowSink {
         self.run = None;
         self.pending.clear();
         self.episodes = 0;
+        self.reopen_at = None;
         self.open_run()
+            .inspect_err(|_| self.reopen_at = Some(Instant::now() + REOPEN_AFTER))
     }
 
     fn episode(&mut self, traj: &Trajectory) -> Result<()> {
@@ -296,26 +330,12 @@ impl Sink for MlflowSink {
     }
 
     fn flush(&mut self) -> Result<()> {
-        if self.pending.is_empty() {
-            return Ok(());
-        }
-        // While no run can be opened the metrics wait (capped) for the server to come back.
-        if self.run.is_none() {
-            self.open_run()?;
-        }
-        let id = self.run.as_ref().expect("opened above").id.clone();
-        let pending = std::mem::take(&mut self.pending);
-        let mut first_error = None;
-        for chunk in pending.chunks(MAX_METRICS_PER_BATCH) {
-            if let Err(e) = self.log_batch(&json!({ "run_id": id, "metrics": chunk })) {
-                first_error.get_or_insert(e);
-            }
-        }
-        first_error.map_or(Ok(()), Err)
+        self.send_pending(false)
     }
 
     fn finish(&mut self, ok: bool) -> Result<()> {
-        let flushed = self.flush();
+        // The last chance for what is waiting: the server is tried whatever the backoff says.
+        let flushed = self.send_pending(true);
         let Some(run) = self.run.take() else {
             return flushed;
         };
