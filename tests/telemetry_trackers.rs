@@ -254,6 +254,24 @@ fn mlflow_sink_writes_a_run_that_mlflows_client_reads_back() {
     .unwrap();
     let e = sink.start(&run_info()).unwrap_err();
     assert!(e.to_string().contains("is deleted; restore it"), "{e}");
+    // A run deleted under the sink: MLflow's own error code and message come back.
+    let mut sink = MlflowSink::new(&opts(json!({ "tracking_uri": server.url }))).unwrap();
+    sink.start(&run_info()).unwrap();
+    python_json(
+        &py,
+        "import sys\nfrom mlflow.tracking import MlflowClient\n\
+         MlflowClient(tracking_uri=sys.argv[1]).delete_run(sys.argv[2])\nprint('{}')",
+        &[&server.url, sink.run_id().unwrap()],
+    );
+    sink.metrics(1, &[("loss".into(), 1.0)]).unwrap();
+    let e = sink.flush().unwrap_err();
+    assert_eq!(e.kind(), "EndpointError");
+    assert!(
+        e.to_string()
+            .contains("MLflow INVALID_PARAMETER_VALUE (HTTP 400)")
+            && e.to_string().contains("active"),
+        "{e}"
+    );
     // A path the server does not serve: its status and body come back in the error.
     let mut sink = MlflowSink::new(&opts(json!({
         "tracking_uri": format!("{}/no/such/prefix", server.url),

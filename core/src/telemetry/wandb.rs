@@ -37,8 +37,11 @@ const STDERR_LINES: usize = 20;
 
 /// Whether `import wandb` works in the interpreter the sink would use: Ok, or what is missing.
 pub fn readiness() -> std::result::Result<(), String> {
-    let python = interpreter(None);
-    match Command::new(&python)
+    importable(&interpreter(None))
+}
+
+fn importable(python: &str) -> std::result::Result<(), String> {
+    match Command::new(python)
         .args(["-c", "import wandb"])
         .stdin(Stdio::null())
         .output()
@@ -410,6 +413,17 @@ mod tests {
             let e = build(&opts(o)).err().unwrap();
             assert_eq!(e.kind(), "ConfigError");
             assert!(e.to_string().contains(needle), "{e}");
+        }
+    }
+
+    #[test]
+    fn readiness_names_the_interpreter_and_the_fix() {
+        let e = importable("/nonexistent/python3").unwrap_err();
+        assert!(e.contains("cannot run /nonexistent/python3"), "{e}");
+        assert!(e.contains("NENYAX_WANDB_PYTHON"), "{e}");
+        // A Python without wandb: the import error and how to install it.
+        if let Err(e) = importable("python3") {
+            assert!(e.contains("pip install wandb"), "{e}");
         }
     }
 
