@@ -13,6 +13,7 @@ import sys
 
 def serve(replies):
     run = None
+    disabled = False
     step_keys = set()
     for line in sys.stdin:
         cmd = json.loads(line)
@@ -33,6 +34,7 @@ def serve(replies):
                     dir=cmd.get("dir"),
                     mode=cmd["mode"],
                 )
+                disabled = cmd["mode"] == "disabled"
                 # Episodes and training steps count separately, each on its own x-axis.
                 run.define_metric("episode")
                 run.define_metric("episode/*", step_metric="episode")
@@ -55,6 +57,8 @@ def serve(replies):
                         step_keys.add(key)
                     data["step"] = cmd["step"]
                 run.log(data)
+            elif op == "save" and disabled:
+                pass  # a disabled run has no directory worth writing into
             elif op == "save":
                 path = os.path.join(run.dir, cmd["name"])
                 os.makedirs(os.path.dirname(path), exist_ok=True)
