@@ -104,16 +104,15 @@ impl MlflowSink {
         self.run.as_ref().map(|r| r.id.as_str())
     }
 
-    fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Value> {
+    /// POST `body` to `path`, or GET it when there is no body.
+    fn call(&self, path: &str, body: Option<&Value>) -> Result<Value> {
         let url = format!("{}{path}", self.base);
-        let sent = match method {
-            "GET" => self.with_auth(self.agent.get(&url)).call(),
-            _ => {
-                let text = body.map(Value::to_string).unwrap_or_default();
-                self.with_auth(self.agent.post(&url))
-                    .header("Content-Type", "application/json")
-                    .send(text.as_str())
-            }
+        let sent = match body {
+            None => self.with_auth(self.agent.get(&url)).call(),
+            Some(b) => self
+                .with_auth(self.agent.post(&url))
+                .header("Content-Type", "application/json")
+                .send(b.to_string().as_str()),
         };
         answer(&url, sent)
     }
@@ -130,7 +129,7 @@ impl MlflowSink {
             "/api/2.0/mlflow/experiments/get-by-name?experiment_name={}",
             utf8_percent_encode(&self.experiment, COMPONENT)
         );
-        match self.call("GET", &path, None) {
+        match self.call(&path, None) {
             Ok(v) => {
                 let exp = &v["experiment"];
                 if exp["lifecycle_stage"] == "deleted" {
@@ -143,7 +142,6 @@ impl MlflowSink {
             }
             Err(Error::Endpoint { message, .. }) if message.contains("RESOURCE_DOES_NOT_EXIST") => {
                 let v = self.call(
-                    "POST",
                     "/api/2.0/mlflow/experiments/create",
                     Some(&json!({ "name": self.experiment })),
                 )?;
@@ -175,7 +173,6 @@ impl MlflowSink {
         ]
         .map(|(k, v)| json!({ "key": k, "value": v }));
         let v = self.call(
-            "POST",
             "/api/2.0/mlflow/runs/create",
             Some(&json!({
                 "experiment_id": experiment_id,
@@ -208,7 +205,7 @@ impl MlflowSink {
     }
 
     fn log_batch(&self, body: &Value) -> Result<()> {
-        self.call("POST", "/api/2.0/mlflow/runs/log-batch", Some(body))
+        self.call("/api/2.0/mlflow/runs/log-batch", Some(body))
             .map(drop)
     }
 
@@ -341,7 +338,6 @@ impl Sink for MlflowSink {
         };
         let status = if ok { "FINISHED" } else { "FAILED" };
         let ended = self.call(
-            "POST",
             "/api/2.0/mlflow/runs/update",
             Some(&json!({ "run_id": run.id, "status": status, "end_time": now_ms() })),
         );
