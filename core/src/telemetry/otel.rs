@@ -484,8 +484,10 @@ impl OtelSink {
                 &self.tokens,
             ),
         ];
+        // `nenyax.run.mean_score`, `nenyax.train.eval_score`: apart from the sink's own.
+        let kind = self.run.as_ref().map_or("run", |r| r.kind.as_str());
         out.extend(self.gauges.iter().map(|(name, (step, v))| Metric {
-            name: format!("nenyax.{name}"),
+            name: format!("nenyax.{kind}.{name}"),
             unit: String::new(),
             description: "A run or training metric".into(),
             data: MetricData::Gauge(vec![(
@@ -628,6 +630,7 @@ impl OtelSink {
             ("top_p", "gen_ai.request.top_p"),
             ("max_tokens", "gen_ai.request.max_tokens"),
             ("max_completion_tokens", "gen_ai.request.max_tokens"),
+            ("max_output_tokens", "gen_ai.request.max_tokens"),
             ("seed", "gen_ai.request.seed"),
         ] {
             match call.request.get(key) {
@@ -646,30 +649,18 @@ impl OtelSink {
         if let Some(id) = str_at(response, "id") {
             attrs.push(("gen_ai.response.id".into(), AnyValue::Str(id)));
         }
-        let choices: &[Value] = response
-            .and_then(|r| r.get("choices"))
-            .and_then(Value::as_array)
-            .map_or(&[], Vec::as_slice);
-        let reasons: Vec<String> = choices
-            .iter()
-            .filter_map(|c| c.get("finish_reason").and_then(Value::as_str))
-            .map(str::to_string)
-            .collect();
-        if !reasons.is_empty() {
+        let answer = Answer::of(response);
+        if !answer.finish_reasons.is_empty() {
             attrs.push((
                 "gen_ai.response.finish_reasons".into(),
-                AnyValue::StrArray(reasons),
+                AnyValue::StrArray(answer.finish_reasons.clone()),
             ));
         }
-        let usage = |k: &str| {
-            response
-                .and_then(|r| r.get("usage"))
-                .and_then(|u| u.get(k))
-                .and_then(Value::as_i64)
-        };
-        let input = usage("prompt_tokens")
+        let input = answer
+            .input_tokens
             .or_else(|| call.prompt_token_ids.as_ref().map(|t| t.len() as i64));
-        let output = usage("completion_tokens")
+        let output = answer
+            .output_tokens
             .or_else(|| call.completion_token_ids.as_ref().map(|t| t.len() as i64));
         let op_key = |extra: Option<(&str, String)>| -> Vec<(String, String)> {
             let mut k = vec![
@@ -731,31 +722,23 @@ impl OtelSink {
         }];
         // Tools run after the model answered and before the next call (or the episode's end).
         let tool_end = next_start.unwrap_or(episode_end).max(end);
-        let calls = choices
-            .first()
-            .and_then(|c| c.pointer("/message/tool_calls"))
-            .and_then(Value::as_array);
-        for tc in calls.into_iter().flatten() {
-            let name = tc
-                .pointer("/function/name")
-                .and_then(Value::as_str)
-                .unwrap_or("tool");
+        for (name, id) in &answer.tool_calls {
             let mut attrs: Vec<Attr> = vec![
                 (
                     "gen_ai.operation.name".into(),
                     AnyValue::Str("execute_tool".into()),
                 ),
-                ("gen_ai.tool.name".into(), AnyValue::Str(name.into())),
+                ("gen_ai.tool.name".into(), AnyValue::Str(name.clone())),
                 ("gen_ai.tool.type".into(), AnyValue::Str("function".into())),
                 (
                     "openinference.span.kind".into(),
                     AnyValue::Str("TOOL".into()),
                 ),
-                ("tool.name".into(), AnyValue::Str(name.into())),
+                ("tool.name".into(), AnyValue::Str(name.clone())),
                 ("nenyax.timing".into(), AnyValue::Str("window".into())),
             ];
-            if let Some(id) = tc.get("id").and_then(Value::as_str) {
-                attrs.push(("gen_ai.tool.call.id".into(), AnyValue::Str(id.into())));
+            if let Some(id) = id {
+                attrs.push(("gen_ai.tool.call.id".into(), AnyValue::Str(id.clone())));
             }
             spans.push(Span {
                 trace_id: trace_id.to_vec(),
@@ -770,6 +753,60 @@ impl OtelSink {
             });
         }
         spans
+    }
+}
+
+/// What a model's answer says, from a chat-completions or a Responses API body.
+#[derive(Debug, Default)]
+struct Answer {
+    finish_reasons: Vec<String>,
+    input_tokens: Option<i64>,
+    output_tokens: Option<i64>,
+    /// The tools it asked for: name and call id.
+    tool_calls: Vec<(String, Option<String>)>,
+}
+
+impl Answer {
+    fn of(response: Option<&JsonMap>) -> Self {
+        let Some(r) = response else {
+            return Answer::default();
+        };
+        let usage = |keys: [&str; 2]| keys.iter().find_map(|k| r.get("usage")?.get(*k)?.as_i64());
+        let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+        let mut a = Answer {
+            input_tokens: usage(["prompt_tokens", "input_tokens"]),
+            output_tokens: usage(["completion_tokens", "output_tokens"]),
+            ..Answer::default()
+        };
+        if let Some(choices) = r.get("choices").and_then(Value::as_array) {
+            a.finish_reasons = choices
+                .iter()
+                .filter_map(|c| s(c, "finish_reason"))
+                .collect();
+            let calls = choices
+                .first()
+                .and_then(|c| c.pointer("/message/tool_calls"));
+            for tc in calls.and_then(Value::as_array).into_iter().flatten() {
+                let name = tc.pointer("/function/name").and_then(Value::as_str);
+                a.tool_calls
+                    .push((name.unwrap_or("tool").to_string(), s(tc, "id")));
+            }
+        } else if let Some(items) = r.get("output").and_then(Value::as_array) {
+            // The Responses API has no finish reason: a tool call or a cut-off says it.
+            for it in items.iter().filter(|i| i["type"] == "function_call") {
+                let name = s(it, "name").unwrap_or_else(|| "tool".into());
+                a.tool_calls.push((name, s(it, "call_id")));
+            }
+            let cut = r
+                .get("incomplete_details")
+                .and_then(|d| d.get("reason")?.as_str());
+            a.finish_reasons = vec![match (cut, a.tool_calls.is_empty()) {
+                (Some(why), _) => why.to_string(),
+                (None, false) => "tool_calls".into(),
+                (None, true) => "stop".into(),
+            }];
+        }
+        a
     }
 }
 

@@ -238,3 +238,20 @@ fn json_encoding_uses_hex_ids_and_string_integers() {
     assert_eq!(s["startTimeUnixNano"], "1000100000000");
     assert_eq!(s["kind"], 3);
 }
+
+#[test]
+fn responses_api_answers_give_tool_calls_usage_and_a_finish_reason() {
+    let r = opts(json!({"id": "resp_1", "model": "m", "status": "completed",
+        "output": [{"type": "function_call", "call_id": "c9", "name": "get_counter_value",
+            "arguments": "{}"}],
+        "usage": {"input_tokens": 7, "output_tokens": 2}}));
+    let a = Answer::of(Some(&r));
+    assert_eq!(
+        a.tool_calls,
+        vec![("get_counter_value".to_string(), Some("c9".into()))]
+    );
+    assert_eq!(a.finish_reasons, ["tool_calls"]);
+    assert_eq!((a.input_tokens, a.output_tokens), (Some(7), Some(2)));
+    let cut = opts(json!({"output": [], "incomplete_details": {"reason": "max_output_tokens"}}));
+    assert_eq!(Answer::of(Some(&cut)).finish_reasons, ["max_output_tokens"]);
+}
