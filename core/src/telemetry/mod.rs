@@ -142,3 +142,21 @@ pub fn parse_json_list(v: &serde_json::Value) -> Result<Vec<SinkSpec>> {
         ))),
     }
 }
+
+/// Take the `"telemetry"` key out of an options object (the C ABI's runner and train options)
+/// and start a hub for it; `None` when the key is absent or an empty list.
+pub fn take_from_options(
+    options: &mut serde_json::Value,
+    run: RunInfo,
+) -> Result<Option<std::sync::Arc<Telemetry>>> {
+    let Some(v) = options.as_object_mut().and_then(|m| m.remove("telemetry")) else {
+        return Ok(None);
+    };
+    let specs = parse_json_list(&v)?;
+    if specs.is_empty() {
+        return Ok(None);
+    }
+    let t = Telemetry::from_specs(&specs)?;
+    t.start(run);
+    Ok(Some(std::sync::Arc::new(t)))
+}
