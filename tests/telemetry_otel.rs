@@ -514,3 +514,88 @@ fn a_collector_that_never_answers_drops_spans_and_does_not_hang_exit() {
     assert!(dropped > 10_000, "{err}");
     drop(silent);
 }
+
+#[test]
+fn train_with_a_telemetry_table_sends_round_metrics_and_episode_spans() {
+    let Some(py) = integrations::python("phoenix") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("got.jsonl");
+    let (_recv, url) = receiver(&py, &file);
+    let config = dir.path().join("run.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[env]\nuri = \"builtin:guess?high=16&max_guesses=4&size=64\"\n\n[learner]\nuse = \
+             \"reinforce\"\n\n[train]\nrounds = 3\ngroup_size = 2\nbatch = 2\neval_tasks = 2\n\n\
+             [[telemetry]]\nname = \"otel\"\nendpoint = \"{url}\"\nservice_name = \"guess-train\"\n"
+        ),
+    )
+    .unwrap();
+    let o = nenyax(
+        &["train", "--config", config.to_str().unwrap(), "--quiet"],
+        &[],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(!err.contains("telemetry"), "{err}");
+    let got: Vec<Value> = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let last_metrics = got
+        .iter()
+        .filter(|g| g["path"] == "/v1/metrics")
+        .last()
+        .expect("metrics arrived");
+    let res = &last_metrics["request"]["resourceMetrics"][0];
+    assert_eq!(
+        res["resource"]["attributes"][0]["value"]["stringValue"],
+        "guess-train"
+    );
+    let round = res["scopeMetrics"][0]["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "nenyax.train.kept")
+        .expect("round metrics");
+    // The last round's numbers, at its step.
+    let point = &round["gauge"]["dataPoints"][0];
+    assert_eq!(point["attributes"][0]["value"]["intValue"], "3");
+    let episodes: usize = got
+        .iter()
+        .filter(|g| g["path"] == "/v1/traces")
+        .flat_map(|g| g["request"]["resourceSpans"][0]["scopeSpans"][0]["spans"].as_array())
+        .flatten()
+        .filter(|s| {
+            s["name"]
+                .as_str()
+                .unwrap()
+                .starts_with("episode builtin:guess")
+        })
+        .count();
+    // Baseline and three held-out evaluations of 2 tasks, three rounds of 2 x 2 rollouts.
+    assert_eq!(episodes, 4 * 2 + 3 * 4);
+}
+
+#[test]
+fn a_wrong_sink_name_is_one_line_before_anything_runs() {
+    let o = nenyax(
+        &[
+            "run",
+            "builtin:arithmetic",
+            "--policy",
+            "oracle",
+            "--telemetry",
+            "otel,zipkin",
+        ],
+        &[],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("unknown telemetry sink \"zipkin\"; known: otel, mlflow, wandb"));
+    assert!(o.stdout.is_empty());
+}
