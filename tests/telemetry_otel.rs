@@ -547,8 +547,7 @@ fn train_with_a_telemetry_table_sends_round_metrics_and_episode_spans() {
         .collect();
     let last_metrics = got
         .iter()
-        .filter(|g| g["path"] == "/v1/metrics")
-        .last()
+        .rfind(|g| g["path"] == "/v1/metrics")
         .expect("metrics arrived");
     let res = &last_metrics["request"]["resourceMetrics"][0];
     assert_eq!(
