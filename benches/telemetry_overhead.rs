@@ -94,13 +94,22 @@ fn main() {
     let oracle = env.reference_policy(None).expect("oracle");
     let live = live_receiver();
     let dead = dead_endpoint();
-    let configs: [(&str, Option<&str>); 3] =
-        [("off", None), ("otel live", Some(&live)), ("otel dead", Some(&dead))];
-    let (paced_n, full_n, reps) = if quick { (200, 2000, 1) } else { (5000, 200_000, 3) };
+    let configs: [(&str, Option<&str>); 3] = [
+        ("off", None),
+        ("otel live", Some(&live)),
+        ("otel dead", Some(&dead)),
+    ];
+    let (paced_n, full_n, reps) = if quick {
+        (200, 2000, 1)
+    } else {
+        (5000, 200_000, 3)
+    };
     println!("| scenario | telemetry | episodes/s (median of {reps}) | vs off |");
     println!("|---|---|---|---|");
-    for (name, n, rate) in [("paced 1,000/s", paced_n, Some(1000.0)), ("full speed", full_n, None)]
-    {
+    for (name, n, rate) in [
+        ("paced 1,000/s", paced_n, Some(1000.0)),
+        ("full speed", full_n, None),
+    ] {
         let mut got = vec![Vec::new(); configs.len()];
         for _ in 0..reps {
             for (k, (_, endpoint)) in configs.iter().enumerate() {

@@ -103,10 +103,9 @@ impl OtelConfig {
                 )))
             }
         };
+        let metrics_option = opt_str("metrics_endpoint")?;
         let metrics_endpoint = metrics_on.then(|| {
-            opt_str("metrics_endpoint")
-                .ok()
-                .flatten()
+            metrics_option
                 .or_else(|| env("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"))
                 .unwrap_or_else(|| signal("v1/metrics"))
         });
