@@ -684,7 +684,8 @@ size_t nenyax_runner_threads(const struct nenyax_runner_t *runner);
 void nenyax_runner_free(struct nenyax_runner_t *runner);
 
 // Run a batch in parallel. Options (JSON, may be NULL): {"n": 10, "seed": 0, "max_steps": int,
-// "tasks": [TaskRef], "format": "array" | "jsonl"} (default: the environment's tasks, cycled).
+// "tasks": [TaskRef], "format": "array" | "jsonl", "telemetry": [{"name": "otel", ...}]}
+// (default: the environment's tasks, cycled; telemetry: none, see docs/telemetry.md).
 // With `sink`, each trajectory is passed to it in job order on the calling thread (a non-zero
 // return stops the batch with NENYAX_STATUS_CALLBACK) and `out` may be NULL; without, `out`
 // gets a JSON array, or with "format": "jsonl" one trajectory per line in job order, each line
@@ -887,7 +888,7 @@ void nenyax_learner_free(struct nenyax_learner_t *learner);
 // Train `learner` on `env` and write the report (JSON) to `report_out`. Options (JSON, may be
 // NULL): {"rounds", "group_size", "batch", "eval_tasks", "eval_repeats", "tasks", "seed",
 // "concurrency", "max_steps", "gate", "gate_tolerance", "gate_sigma", "trajectories",
-// "progress"}. The report is {"env", "learner", "options", "train_tasks", "held_out",
+// "progress", "telemetry": [{"name": "otel", ...}]}. The report is {"env", "learner", "options", "train_tasks", "held_out",
 // "baseline", "best", "final_eval", "gated", "rounds": [...], "wall_s", "overhead_fraction",
 // "text"}; a round that failed is in it (with "error"), not an error of this call. Rollouts
 // step on the library's threads; host policy callbacks without NENYAX_THREAD_SAFE run on this

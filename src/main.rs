@@ -14,6 +14,7 @@ mod import_cmd;
 mod integrations_cmd;
 mod policy_args;
 mod run_summary;
+mod telemetry_args;
 mod train_cmd;
 
 use clap::{Parser, Subcommand};
@@ -26,6 +27,7 @@ use std::time::{Duration, Instant};
 use nenyax::conformance::{CheckOptions, Tier};
 use nenyax::limits::{count, MAX_EPISODES, MAX_THREADS};
 use nenyax::{plan, replay, Environment, Error, Readiness, Registry, Runner};
+use serde_json::json;
 use policy_args::{check_policy_args, resolve_policy, PolicyArgs};
 use run_summary::{episode_line, Tally};
 
@@ -145,6 +147,10 @@ enum Command {
         /// Print one line per episode: index, task, seed, score and pass, or its error
         #[arg(long, visible_alias = "verbose")]
         episodes: bool,
+        /// Send episodes and metrics to telemetry sinks: otel, mlflow, wandb (comma-separated;
+        /// settings from their variables, e.g. OTEL_EXPORTER_OTLP_ENDPOINT)
+        #[arg(long, value_name = "SINKS")]
+        telemetry: Option<String>,
     },
     /// Create the managed Python environment and install a framework's pinned package into it
     Setup {
@@ -498,6 +504,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             append,
             fail_on_error,
             episodes,
+            telemetry,
         } => {
             check_policy_args(&policy)?;
             episode_count(n)?;
@@ -509,14 +516,32 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 ));
             }
             let env = load(&registry, &uri)?;
+            let policy_desc = policy.describe();
             let policy = resolve_policy(&policy, env.as_ref())?;
             let jobs = plan(env.as_ref(), n, seed)?;
             // No more threads than episodes: each idle one is only start-up time.
-            let runner = Runner::new(if concurrency == 0 {
+            let mut runner = Runner::new(if concurrency == 0 {
                 0
             } else {
                 concurrency.min(n.max(1))
             })?;
+            let run_info = nenyax::telemetry::RunInfo {
+                kind: "run".into(),
+                name: uri.clone(),
+                params: telemetry_args::params(&[
+                    ("uri", json!(uri)),
+                    ("policy", json!(policy_desc)),
+                    ("n", json!(n)),
+                    ("seed", json!(seed)),
+                    ("concurrency", json!(runner.threads())),
+                    ("max_steps", json!(max_steps)),
+                ]),
+            };
+            let tel = telemetry_args::open(telemetry.as_deref(), &[], run_info)?;
+            if let Some(t) = &tel {
+                runner = runner.telemetry(t.clone());
+            }
+            let mut batch = tel.map(telemetry_args::BatchMetrics::new);
             let mut writer = match &out {
                 Some(path) => Some(BufWriter::new(
                     OpenOptions::new()
@@ -533,6 +558,9 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             let t0 = Instant::now();
             let ran = runner.run(&env, &policy, jobs, max_steps, |i, traj| {
                 tally.add(&traj);
+                if let Some(b) = batch.as_mut() {
+                    b.add(&traj);
+                }
                 if let Some(w) = writer.as_mut() {
                     writeln!(w, "{}", traj.to_json())
                         .map_err(|e| Error::io("cannot write --out", e))?;
@@ -545,6 +573,11 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             // A closed stdout stops the per-episode lines, not the trajectories already run.
             if let Some(mut w) = writer {
                 w.flush().map_err(|e| Error::io("cannot write --out", e))?;
+            }
+            if let Some(b) = batch {
+                let summary = json!({"uri": uri, "n": n, "seed": seed, "threads": runner.threads(),
+                    "summary": tally.summary(), "out": out, "error": ran.as_ref().err().map(|e| e.to_string())});
+                b.finish(summary, ran.is_ok() && tally.errors < n.max(1));
             }
             ran?;
             let secs = t0.elapsed().as_secs_f64();

@@ -74,6 +74,15 @@ pub(crate) struct PolicyArgs {
 const MAX_RETRIES: u32 = 100;
 
 impl PolicyArgs {
+    /// The policy as telemetry names it: the model when one is given, else --policy's value.
+    pub(crate) fn describe(&self) -> String {
+        match (&self.model, self.policy) {
+            (Some(m), _) => format!("model {m}"),
+            (None, Some(p)) => p.name().to_string(),
+            (None, None) => "default".into(),
+        }
+    }
+
     /// The model flags given: they only make sense with the endpoint policy.
     fn model_flags(&self) -> Vec<&'static str> {
         [

@@ -8,7 +8,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use nenyax::train::{train_with, RunConfig, TrainReport};
+use nenyax::train::{train_observed, RunConfig, TrainReport};
 use nenyax::Error;
 
 /// Examples shown by `nenyax train --help`.
@@ -137,6 +137,10 @@ pub struct TrainArgs {
     /// No progress lines on stderr
     #[arg(long, short = 'q', help_heading = "Output")]
     quiet: bool,
+    /// Send episodes, per-round metrics and the report to telemetry sinks: otel, mlflow, wandb
+    /// (comma-separated; added to the config's [[telemetry]] tables)
+    #[arg(long, value_name = "SINKS", help_heading = "Output")]
+    telemetry: Option<String>,
 }
 
 /// Exit status for an error: 2 when what the user wrote is wrong, 1 when the run could not
@@ -328,11 +332,45 @@ pub fn run(a: TrainArgs) -> ExitCode {
             built.options.group_size
         );
     }
-    let report = train_with(&built.env, built.learner.as_mut(), &built.options, |r| {
-        if show {
-            eprintln!("{}", r.line());
-        }
-    });
+    let run_info = nenyax::telemetry::RunInfo {
+        kind: "train".into(),
+        name: built.env.id().to_string(),
+        params: crate::telemetry_args::params(&[
+            ("uri", json!(cfg.env.as_ref().map(|e| &e.uri))),
+            ("learner", cfg.learner.clone()),
+            (
+                "model",
+                cfg.model
+                    .as_ref()
+                    .and_then(|m| m.get("model"))
+                    .cloned()
+                    .unwrap_or(Value::Null),
+            ),
+            (
+                "train",
+                serde_json::to_value(&built.options).unwrap_or(Value::Null),
+            ),
+        ]),
+    };
+    let tel = match crate::telemetry_args::open(a.telemetry.as_deref(), &cfg.telemetry, run_info) {
+        Ok(t) => t,
+        Err(e) => return fail(&e),
+    };
+    let report = train_observed(
+        &built.env,
+        built.learner.as_mut(),
+        &built.options,
+        None,
+        tel.clone(),
+        |r| {
+            if show {
+                eprintln!("{}", r.line());
+            }
+        },
+    );
+    if let Some(t) = &tel {
+        t.finish(report.as_ref().is_ok_and(|r| r.failed_rounds() == 0));
+    }
     let report = match report {
         Ok(r) => r,
         Err(e) => return fail(&e),

@@ -80,4 +80,5 @@ pub use recorder::{Backend, ModelServer, Recording, Upstream};
 pub use router::{load, Registry};
 pub use runner::{plan, Job, Runner};
 pub use serve::{ServeOptions, Server};
+pub use telemetry::Telemetry;
 pub use train::{train, Learner, TrainOptions, TrainReport};

@@ -215,6 +215,7 @@ pub struct Runner {
     threads: usize,
     progress: bool,
     caller: Option<Receiver<CallerTask>>,
+    telemetry: Option<Arc<crate::telemetry::Telemetry>>,
 }
 
 impl Runner {
@@ -245,6 +246,7 @@ impl Runner {
             threads,
             progress: true,
             caller: None,
+            telemetry: None,
         })
     }
 
@@ -259,6 +261,12 @@ impl Runner {
     /// served while environments still step in parallel.
     pub fn serve_caller(mut self, tasks: Receiver<CallerTask>) -> Self {
         self.caller = Some(tasks);
+        self
+    }
+
+    /// Send every delivered trajectory to `telemetry` (queued, never blocking the batch).
+    pub fn telemetry(mut self, telemetry: Arc<crate::telemetry::Telemetry>) -> Self {
+        self.telemetry = Some(telemetry);
         self
     }
 
@@ -349,6 +357,9 @@ impl Runner {
                 progress.failed += usize::from(traj.error.is_some());
                 pending.insert(i, traj);
                 while let Some(traj) = pending.remove(&next) {
+                    if let Some(t) = &self.telemetry {
+                        t.episode(&traj);
+                    }
                     if let Err(e) = sink(next, traj) {
                         outcome = Err(e);
                         stop.store(true, Ordering::Relaxed);

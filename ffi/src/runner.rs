@@ -63,7 +63,8 @@ pub unsafe extern "C" fn nenyax_runner_free(runner: *mut nenyax_runner_t) {
 }
 
 /// Run a batch in parallel. Options (JSON, may be NULL): {"n": 10, "seed": 0, "max_steps": int,
-/// "tasks": [TaskRef], "format": "array" | "jsonl"} (default: the environment's tasks, cycled).
+/// "tasks": [TaskRef], "format": "array" | "jsonl", "telemetry": [{"name": "otel", ...}]}
+/// (default: the environment's tasks, cycled; telemetry: none, see docs/telemetry.md).
 /// With `sink`, each trajectory is passed to it in job order on the calling thread (a non-zero
 /// return stops the batch with NENYAX_STATUS_CALLBACK) and `out` may be NULL; without, `out`
 /// gets a JSON array, or with "format": "jsonl" one trajectory per line in job order, each line
@@ -99,6 +100,16 @@ pub unsafe extern "C" fn nenyax_runner_run(
                 )))
             }
         };
+        let run = nenyax_core::telemetry::RunInfo {
+            kind: "run".into(),
+            name: env.env.id().to_string(),
+            params:
+                serde_json::json!({"uri": env.env.id(), "n": o.get("n"), "seed": o.get("seed")})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+        };
+        let telemetry = nenyax_core::telemetry::take_from_options(&mut o, run)?;
         let o: RunOptions = if o.is_null() {
             RunOptions::default()
         } else {
@@ -109,7 +120,7 @@ pub unsafe extern "C" fn nenyax_runner_run(
         let bound = bind(&routes);
         let mut collected = String::from(if jsonl { "" } else { "[" });
         let mut stopped = None;
-        runner
+        let ran = runner
             .runner
             .run_serving(
                 &env.env,
@@ -118,6 +129,9 @@ pub unsafe extern "C" fn nenyax_runner_run(
                 o.max_steps,
                 Some(bound.queue()),
                 |i, traj| {
+                    if let Some(t) = &telemetry {
+                        t.episode(&traj);
+                    }
                     match sink {
                         Some(f) => {
                             let json = callbacks::CText::new(traj.to_json());
@@ -148,7 +162,11 @@ pub unsafe extern "C" fn nenyax_runner_run(
             .map_err(|e| match stopped.take() {
                 Some(msg) => new_error(nenyax_status_t::NENYAX_STATUS_CALLBACK, msg),
                 None => e.into(),
-            })?;
+            });
+        if let Some(t) = &telemetry {
+            t.finish(ran.is_ok());
+        }
+        ran?;
         if !jsonl {
             collected.push(']');
         }

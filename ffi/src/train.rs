@@ -7,7 +7,7 @@ use std::ffi::{c_char, c_void};
 use std::sync::{Arc, Mutex};
 
 use nenyax_core::train::{
-    learner as named_learner, train_serving, Group, Learner, LearnerParts, UpdateReport,
+    learner as named_learner, train_observed, Group, Learner, LearnerParts, UpdateReport,
 };
 use nenyax_core::{Error, Policy, TrainOptions};
 
@@ -221,7 +221,7 @@ pub unsafe extern "C" fn nenyax_learner_free(learner: *mut nenyax_learner_t) {
 /// Train `learner` on `env` and write the report (JSON) to `report_out`. Options (JSON, may be
 /// NULL): {"rounds", "group_size", "batch", "eval_tasks", "eval_repeats", "tasks", "seed",
 /// "concurrency", "max_steps", "gate", "gate_tolerance", "gate_sigma", "trajectories",
-/// "progress"}. The report is {"env", "learner", "options", "train_tasks", "held_out",
+/// "progress", "telemetry": [{"name": "otel", ...}]}. The report is {"env", "learner", "options", "train_tasks", "held_out",
 /// "baseline", "best", "final_eval", "gated", "rounds": [...], "wall_s", "overhead_fraction",
 /// "text"}; a round that failed is in it (with "error"), not an error of this call. Rollouts
 /// step on the library's threads; host policy callbacks without NENYAX_THREAD_SAFE run on this
@@ -240,7 +240,10 @@ pub unsafe extern "C" fn nenyax_train(
             .as_ref()
             .ok_or_else(|| invalid("learner is NULL".into()))?;
         crate::args::need_out(report_out)?;
-        let opts = train_options(opt_str_arg(options_json, options_len, "options_json")?)?;
+        let (opts, telemetry) = train_options_with_telemetry(
+            opt_str_arg(options_json, options_len, "options_json")?,
+            env.env.id(),
+        )?;
         let mut guard = handle.learner.try_lock().map_err(|_| {
             invalid(
                 "the learner is in use by another nenyax_train call; train one at a time".into(),
@@ -248,13 +251,18 @@ pub unsafe extern "C" fn nenyax_train(
         })?;
         let routes: Vec<Arc<Route>> = env.routes.iter().chain(&handle.routes).cloned().collect();
         let bound = bind(&routes);
-        let report = train_serving(
+        let report = train_observed(
             &env.env,
             guard.as_mut(),
             &opts,
             Some(bound.queue().clone()),
+            telemetry.clone(),
             |_| {},
-        )?;
+        );
+        if let Some(t) = &telemetry {
+            t.finish(report.as_ref().is_ok_and(|r| r.failed_rounds() == 0));
+        }
+        let report = report?;
         drop(bound);
         let mut v = report.to_json();
         v["overhead_fraction"] = json!(report.overhead_fraction());
@@ -298,6 +306,32 @@ pub unsafe extern "C" fn nenyax_config_load(
         }
         out_param(out, to_string_out(cfg.to_json().to_string()))
     })
+}
+
+/// [`train_options`] and the hub of its `"telemetry"` list, started.
+fn train_options_with_telemetry(
+    text: Option<&str>,
+    env_id: &str,
+) -> FfiResult<(TrainOptions, Option<Arc<nenyax_core::Telemetry>>)> {
+    let Some(t) = text else {
+        return Ok((train_options(None)?, None));
+    };
+    let mut v: Value = serde_json::from_str(t).map_err(|e| json_err("options_json", &e))?;
+    let mut run = nenyax_core::telemetry::RunInfo {
+        kind: "train".into(),
+        name: env_id.to_string(),
+        params: Map::new(),
+    };
+    run.params.insert("uri".into(), json!(env_id));
+    if let Some(o) = v.as_object() {
+        run.params.extend(
+            o.iter()
+                .filter(|(k, _)| *k != "telemetry")
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
+    }
+    let telemetry = nenyax_core::telemetry::take_from_options(&mut v, run)?;
+    Ok((train_options(Some(&v.to_string()))?, telemetry))
 }
 
 /// Train options from JSON: unknown fields are refused; `progress` is off unless asked for, as

@@ -285,7 +285,7 @@ fn test_acceptance_linked_statically() {
 mod nemo_gym_server;
 
 /// Programs that need a peer started first, each with its own `#[test]` below.
-const WITH_PEERS: &[&str] = &["test_nemo_gym_tool", "test_sandbox"];
+const WITH_PEERS: &[&str] = &["test_nemo_gym_tool", "test_sandbox", "test_telemetry"];
 
 /// A NeMo Gym tool task from C, against a real counter resources server started here.
 #[test]
@@ -303,6 +303,77 @@ fn test_nemo_gym_tool() {
         "test_nemo_gym_tool",
         Link::Shared,
         &[("NENYAX_TEST_NEMO_GYM_URI", uri)],
+    );
+}
+
+#[path = "../../tests/support/integrations.rs"]
+mod integrations;
+
+/// Telemetry from C, its endpoint a receiver that decodes OTLP with opentelemetry-proto
+/// (tests/support/otlp_receiver.py, from .venv-phoenix): the batch's five episodes and the
+/// training's spans and per-round metrics arrive. Without that venv (locally) the program runs
+/// against a closed port only.
+#[test]
+fn test_telemetry() {
+    let Some(py) = integrations::python("phoenix") else {
+        return run_c_program("test_telemetry", Link::Shared);
+    };
+    let got = scratch().join(format!("otlp-{}.jsonl", std::process::id()));
+    let _ = std::fs::remove_file(&got);
+    let port = nemo_gym_server::free_port();
+    let mut receiver = Command::new(&py)
+        .arg(root().join("tests/support/otlp_receiver.py"))
+        .args([port.to_string(), got.display().to_string()])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start the OTLP receiver");
+    let t0 = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the receiver did not start"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    run_c_program_with(
+        "test_telemetry",
+        Link::Shared,
+        &[(
+            "NENYAX_TEST_OTLP_ENDPOINT",
+            format!("http://127.0.0.1:{port}"),
+        )],
+    );
+    let _ = receiver.kill();
+    let _ = receiver.wait();
+    let text = std::fs::read_to_string(&got).expect("the receiver got exports");
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    let spans: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|l| l["path"] == "/v1/traces")
+        .flat_map(|l| l["request"]["resourceSpans"][0]["scopeSpans"][0]["spans"].as_array())
+        .flatten()
+        .collect();
+    let named = |n: &str| {
+        spans
+            .iter()
+            .filter(|s| s["name"].as_str().is_some_and(|s| s.starts_with(n)))
+            .count()
+    };
+    assert_eq!(named("episode builtin:arithmetic"), 5, "{text}");
+    assert!(named("episode builtin:guess") > 0, "{text}");
+    let metric_names: Vec<&str> = lines
+        .iter()
+        .filter(|l| l["path"] == "/v1/metrics")
+        .flat_map(|l| l["request"]["resourceMetrics"][0]["scopeMetrics"][0]["metrics"].as_array())
+        .flatten()
+        .filter_map(|m| m["name"].as_str())
+        .collect();
+    assert!(
+        metric_names.contains(&"nenyax.train.eval_score"),
+        "{metric_names:?}"
     );
 }
 

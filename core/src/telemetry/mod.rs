@@ -8,9 +8,12 @@
 use crate::contract::{JsonMap, Trajectory};
 use crate::error::{Error, Result};
 
+mod hub;
 pub mod mlflow;
 pub mod otel;
 pub mod wandb;
+
+pub use hub::{Telemetry, TelemetryStats};
 
 /// What a run is, told to every sink once before its first episode.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -45,7 +48,8 @@ pub trait Sink: Send {
     fn artifact(&mut self, _name: &str, _bytes: &[u8]) -> Result<()> {
         Ok(())
     }
-    /// Send what is buffered; called when the queue runs dry and before [`Sink::finish`].
+    /// Send what is buffered; called every couple of seconds while events arrive, when the
+    /// caller asks ([`Telemetry::flush`]), and before [`Sink::finish`].
     fn flush(&mut self) -> Result<()> {
         Ok(())
     }
@@ -79,4 +83,80 @@ pub fn build(spec: &SinkSpec) -> Result<Box<dyn Sink>> {
             SINKS.join(", ")
         ))),
     }
+}
+
+impl SinkSpec {
+    /// A sink by name with no options.
+    pub fn named(name: &str) -> Self {
+        SinkSpec {
+            name: name.trim().to_string(),
+            options: JsonMap::new(),
+        }
+    }
+
+    /// `{"name": "otel", ...options}`: the form of `[[telemetry]]` tables and the C ABI's
+    /// `"telemetry"` lists.
+    pub fn from_json(v: &serde_json::Value) -> Result<Self> {
+        let name = v.get("name").and_then(serde_json::Value::as_str);
+        match (v.as_object(), name) {
+            (Some(map), Some(name)) => {
+                let mut options = map.clone();
+                options.remove("name");
+                Ok(SinkSpec {
+                    name: name.to_string(),
+                    options,
+                })
+            }
+            _ => Err(Error::Config(format!(
+                "a telemetry entry must be a table with a \"name\" ({}) and that sink's \
+                 options, not {v}",
+                SINKS.join(", ")
+            ))),
+        }
+    }
+}
+
+/// The sinks of a `--telemetry otel,mlflow` list (names only; options come from variables).
+pub fn parse_list(list: &str) -> Result<Vec<SinkSpec>> {
+    let specs: Vec<SinkSpec> = list
+        .split(',')
+        .filter(|n| !n.trim().is_empty())
+        .map(SinkSpec::named)
+        .collect();
+    if specs.is_empty() {
+        return Err(Error::Config(format!(
+            "--telemetry needs at least one sink name ({})",
+            SINKS.join(", ")
+        )));
+    }
+    Ok(specs)
+}
+
+/// The sinks of a JSON list of `{"name": ..., ...options}` (a C ABI options key, a config
+/// file's `[[telemetry]]` array read as JSON).
+pub fn parse_json_list(v: &serde_json::Value) -> Result<Vec<SinkSpec>> {
+    match v.as_array() {
+        Some(items) => items.iter().map(SinkSpec::from_json).collect(),
+        None => Err(Error::Config(format!(
+            "\"telemetry\" must be a list of {{\"name\": ..., options}} objects, not {v}"
+        ))),
+    }
+}
+
+/// Take the `"telemetry"` key out of an options object (the C ABI's runner and train options)
+/// and start a hub for it; `None` when the key is absent or an empty list.
+pub fn take_from_options(
+    options: &mut serde_json::Value,
+    run: RunInfo,
+) -> Result<Option<std::sync::Arc<Telemetry>>> {
+    let Some(v) = options.as_object_mut().and_then(|m| m.remove("telemetry")) else {
+        return Ok(None);
+    };
+    let specs = parse_json_list(&v)?;
+    if specs.is_empty() {
+        return Ok(None);
+    }
+    let t = Telemetry::from_specs(&specs)?;
+    t.start(run);
+    Ok(Some(std::sync::Arc::new(t)))
 }

@@ -36,7 +36,7 @@ use crate::models::providers::provider;
 use crate::models::{ChatModel, EndpointSpec};
 
 /// The sections a run config may have.
-pub const SECTIONS: &[&str] = &["env", "model", "learner", "train", "output"];
+pub const SECTIONS: &[&str] = &["env", "model", "learner", "train", "output", "telemetry"];
 /// The keys of `[env]`.
 pub const ENV_KEYS: &[&str] = &["uri", "judge"];
 /// The keys of `[model]`: an endpoint spec, with the model's `name` and the common request
@@ -114,6 +114,8 @@ pub struct RunConfig {
     pub train: TrainOptions,
     /// What to write.
     pub output: OutputConfig,
+    /// The telemetry sinks of `[[telemetry]]` tables (`name = "otel"` plus that sink's keys).
+    pub telemetry: Vec<crate::telemetry::SinkSpec>,
     /// The document as read (JSON), which [`RunConfig::set`] edits and parses again.
     doc: Map<String, Value>,
     /// The line of every key of the file, by dotted path (`learner.trainer.lr`).
@@ -335,6 +337,7 @@ impl RunConfig {
             learner: json!({ "use": "incontext" }),
             train: TrainOptions::default(),
             output: OutputConfig::default(),
+            telemetry: Vec::new(),
             doc: Map::new(),
             lines,
         };
@@ -385,8 +388,30 @@ impl RunConfig {
         if let Some(v) = doc.get("output") {
             cfg.output = cfg.parse_output(v)?;
         }
+        if let Some(v) = doc.get("telemetry") {
+            cfg.telemetry = cfg.parse_telemetry(v)?;
+        }
         cfg.doc = doc;
         Ok(cfg)
+    }
+
+    /// `[[telemetry]]` tables, each naming a known sink.
+    fn parse_telemetry(&self, v: &Value) -> Result<Vec<crate::telemetry::SinkSpec>> {
+        let specs =
+            crate::telemetry::parse_json_list(v).map_err(|e| self.relocate("telemetry", e))?;
+        for s in &specs {
+            if !crate::telemetry::SINKS.contains(&s.name.as_str()) && s.name != "opentelemetry" {
+                return Err(self.error(
+                    "telemetry",
+                    format!(
+                        "[[telemetry]] name {:?} is not a sink; known: {}",
+                        s.name,
+                        crate::telemetry::SINKS.join(", ")
+                    ),
+                ));
+            }
+        }
+        Ok(specs)
     }
 
     fn table<'a>(&self, section: &str, v: &'a Value) -> Result<&'a Map<String, Value>> {
@@ -615,6 +640,11 @@ impl RunConfig {
             "learner": self.learner,
             "train": serde_json::to_value(&self.train).unwrap_or(Value::Null),
             "output": serde_json::to_value(&self.output).unwrap_or(Value::Null),
+            "telemetry": self.telemetry.iter().map(|s| {
+                let mut o = s.options.clone();
+                o.insert("name".into(), json!(s.name));
+                Value::Object(o)
+            }).collect::<Vec<_>>(),
         })
     }
 

@@ -96,3 +96,27 @@ fn set_overrides_and_checks_again() {
         .to_string();
     assert!(e.contains("did you mean `incontext`"), "{e}");
 }
+
+#[test]
+fn telemetry_tables_name_a_sink_and_keep_its_options() {
+    let c = RunConfig::from_toml(
+        "[[telemetry]]\nname = \"otel\"\nendpoint = \"http://127.0.0.1:4318\"\n\n\
+         [[telemetry]]\nname = \"mlflow\"\n",
+        "run.toml",
+    )
+    .unwrap();
+    assert_eq!(c.telemetry.len(), 2);
+    assert_eq!(c.telemetry[0].name, "otel");
+    assert_eq!(
+        c.telemetry[0].options["endpoint"],
+        json!("http://127.0.0.1:4318")
+    );
+    assert_eq!(c.to_json()["telemetry"][0]["name"], json!("otel"));
+    let e = err("[[telemetry]]\nname = \"zipkin\"\n");
+    assert!(
+        e.starts_with("run.toml:1: ") && e.contains("known: otel, mlflow, wandb"),
+        "{e}"
+    );
+    let e = err("[telemetry]\nname = \"otel\"\n");
+    assert!(e.contains("must be a list"), "{e}");
+}

@@ -35,7 +35,7 @@ pub use options::TrainOptions;
 pub use pg::{Objective, PgLearner, PgOptions, TraceBatch, Trainer, Weights};
 pub use registry::{check_learner, learner, Checked, LearnerParts, NAMES};
 pub use report::{RoundReport, TrainReport};
-pub use rounds::{train, train_serving, train_with};
+pub use rounds::{train, train_observed, train_serving, train_with};
 pub use softmax::{SoftmaxOptions, SoftmaxPolicy};
 pub use trace::{MaskReason, TraceRow, Turns};
 

@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::policy::{EpisodeContext, Phase, Policy};
 use crate::rng::Rng;
 use crate::runner::{CallerTask, Job, Runner};
+use crate::telemetry::Telemetry;
 
 /// A place an episode can start from: a listed task with its seed, or a seed alone.
 #[derive(Debug, Clone)]
@@ -268,8 +269,28 @@ pub fn train_serving(
     learner: &mut dyn Learner,
     opts: &TrainOptions,
     caller: Option<Receiver<CallerTask>>,
+    on_round: impl FnMut(&RoundReport),
+) -> Result<TrainReport> {
+    train_observed(env, learner, opts, caller, None, on_round)
+}
+
+/// [`train_serving`], also sending every trajectory, each round's numbers (as metrics at the
+/// round's step) and the report (`train_report.json`) to `telemetry`. The caller starts and
+/// finishes the telemetry run.
+pub fn train_observed(
+    env: &Arc<dyn Environment>,
+    learner: &mut dyn Learner,
+    opts: &TrainOptions,
+    caller: Option<Receiver<CallerTask>>,
+    telemetry: Option<Arc<Telemetry>>,
     mut on_round: impl FnMut(&RoundReport),
 ) -> Result<TrainReport> {
+    let mut on_round = |r: &RoundReport| {
+        if let Some(t) = &telemetry {
+            t.metrics(r.round as u64, &round_metrics(r));
+        }
+        on_round(r);
+    };
     check_options(learner, opts)?;
     let t_start = Instant::now();
     let (pool, eval) = split(env.as_ref(), opts)?;
@@ -282,6 +303,9 @@ pub fn train_serving(
     let mut runner = Runner::new(opts.concurrency)?.progress(false);
     if let Some(caller) = caller {
         runner = runner.serve_caller(caller);
+    }
+    if let Some(t) = &telemetry {
+        runner = runner.telemetry(t.clone());
     }
     let mut lp = Loop {
         env,
@@ -332,7 +356,39 @@ pub fn train_serving(
     report.best = best;
     report.final_eval = current.mean();
     report.wall_s = t_start.elapsed().as_secs_f64();
+    if let Some(t) = &telemetry {
+        t.artifact("train_report.json", report.to_json().to_string().as_bytes());
+    }
     Ok(report)
+}
+
+/// The numbers a round's report line has, as named metrics (absent ones left out).
+fn round_metrics(r: &RoundReport) -> Vec<(String, f64)> {
+    let mut m: Vec<(String, f64)> = [
+        ("train_score", r.train_score),
+        ("eval_score", r.eval_score),
+        ("eval_se", r.eval_se),
+        ("gate_bar", r.gate_bar),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| Some((k.to_string(), v?)))
+    .collect();
+    m.extend([
+        ("kept".to_string(), f64::from(u8::from(r.outcome == "kept"))),
+        ("episodes".into(), r.episodes as f64),
+        ("failed_episodes".into(), r.failed_episodes as f64),
+        ("eval_failed".into(), r.eval_failed as f64),
+        ("signal".into(), r.signal),
+        ("sampled_tokens".into(), r.sampled_tokens as f64),
+        ("wall_s".into(), r.times.wall_s),
+        ("rollout_s".into(), r.times.rollout_s),
+        ("update_s".into(), r.times.update_s),
+        ("eval_s".into(), r.times.eval_s),
+    ]);
+    if let Some(u) = &r.update {
+        m.extend(u.metrics.iter().map(|(k, v)| (format!("update.{k}"), *v)));
+    }
+    m
 }
 
 fn check_options(learner: &dyn Learner, opts: &TrainOptions) -> Result<()> {
