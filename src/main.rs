@@ -8,6 +8,7 @@ macro_rules! outln {
     };
 }
 
+mod export_cmd;
 mod images_cmd;
 mod policy_args;
 mod run_summary;
@@ -170,6 +171,9 @@ enum Command {
         #[arg(short = 'o', long)]
         out: Option<String>,
     },
+    /// Export trajectories as raw, SFT, DPO or token rows: JSONL, Parquet or a Hugging Face
+    /// dataset
+    Export(export_cmd::ExportArgs),
     /// Play episodes and show them as readable replays
     Try {
         /// Environment URI
@@ -279,6 +283,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
     match cli.command {
         // Its own exit statuses: 1 for a run that failed, 2 for what the user wrote.
         Command::Train(args) => Ok(train_cmd::run(*args)),
+        Command::Export(args) => export_cmd::run(args),
         Command::Plot { report, out } => {
             let text = nenyax::limits::read_text(report.as_ref(), &nenyax::limits::CONFIG_FILE)
                 .map_err(|e| e.into_error(format!("reading {report}")))?;
