@@ -189,14 +189,27 @@ print(json.dumps({"rows": rows, "types": {f.name: str(f.type) for f in t.schema}
     (v["rows"].as_array().unwrap().clone(), v["types"].clone())
 }
 
-/// A row as Parquet holds it: JSON columns as their JSON text parsed back.
+/// A row as Parquet holds it, back in the JSONL shape: JSON columns' text parsed, and messages
+/// without their null fields and with their tool calls parsed.
 fn parsed(kind: RowKind, mut row: serde_json::Map<String, Value>) -> Value {
+    let text = |v: &Value| serde_json::from_str::<Value>(v.as_str().unwrap()).unwrap();
     for (name, col) in kind.columns() {
-        if *col == Col::Json {
-            if let Some(Value::String(s)) = row.get(*name) {
-                let v: Value = serde_json::from_str(s).unwrap();
-                row.insert(name.to_string(), v);
+        let Some(v) = row.get_mut(*name) else {
+            continue;
+        };
+        match col {
+            Col::Json if !v.is_null() => *v = text(v),
+            Col::Messages => {
+                for m in v.as_array_mut().unwrap() {
+                    let m = m.as_object_mut().unwrap();
+                    // `content` is always there in the OpenAI shape, null or not.
+                    m.retain(|k, f| k == "content" || !f.is_null());
+                    if let Some(calls) = m.get_mut("tool_calls") {
+                        *calls = text(calls);
+                    }
+                }
             }
+            _ => {}
         }
     }
     Value::Object(row)
@@ -221,8 +234,23 @@ fn token_trajectories() -> Vec<Trajectory> {
         .collect()
 }
 
+/// A solved task with a tool call (null content, JSON arguments) and the tool's answer.
+fn tool_trajectory() -> Trajectory {
+    let mut t = traj(Some("t3"), Some(11), "2", Some(1.0));
+    let call = json!({"role": "assistant", "content": null, "tool_calls": [{"id": "call_1",
+        "type": "function", "function": {"name": "add", "arguments": "{\"a\": 1, \"b\": 1}"}}]});
+    let result = json!({"role": "tool", "tool_call_id": "call_1", "content": "2"});
+    let extra: Vec<Message> = [call, result]
+        .into_iter()
+        .map(|m| serde_json::from_value(m).unwrap())
+        .collect();
+    t.messages.splice(2..2, extra);
+    t
+}
+
 fn all_kinds_input(dir: &Path) -> (std::path::PathBuf, Vec<Trajectory>) {
     let mut ts = batch();
+    ts.push(tool_trajectory());
     ts.extend(token_trajectories());
     let input = dir.join("runs.jsonl");
     std::fs::write(&input, jsonl(&ts)).unwrap();
@@ -265,6 +293,10 @@ fn every_row_kind_round_trips_through_pyarrow() {
                 Col::Ints => "list<element: int64>",
                 Col::Floats => "list<element: double>",
                 Col::Bools => "list<element: bool>",
+                Col::Messages => {
+                    "list<element: struct<role: string, content: string, tool_calls: string, \
+                     tool_call_id: string> not null>"
+                }
             };
             assert_eq!(types[*name], json!(arrow), "{kind:?} column {name}");
         }
@@ -330,7 +362,7 @@ fn the_hf_folder_loads_with_datasets() {
     let line = String::from_utf8_lossy(&st.stdout);
     assert!(
         line.starts_with(&format!(
-            "wrote 7 sft rows from {} trajectories to ",
+            "wrote 8 sft rows from {} trajectories to ",
             ts.len()
         )),
         "{line}"
@@ -366,6 +398,15 @@ print(json.dumps({"splits": list(ds), "rows": list(ds["train"]),
         .collect();
     assert_eq!(got, want);
     assert_eq!(v["features"]["score"], json!("Value('float64')"));
+    // Messages are a list of structs, the shape chat templates read.
+    assert!(
+        v["features"]["messages"]
+            .as_str()
+            .unwrap()
+            .starts_with("List({'role': Value('string'), 'content': Value('string')"),
+        "{}",
+        v["features"]["messages"]
+    );
 }
 
 fn nenyax(args: &[&str]) -> std::process::Output {

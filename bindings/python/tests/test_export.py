@@ -61,9 +61,11 @@ def test_the_hf_folder_loads_with_datasets(tmp_path):
     src.write_text("".join(t.to_json() + "\n" for t in TRAJS), encoding="utf-8")
     summary = nx.export(input=src, to="hf", rows="dpo")
     assert summary["out"] == str(tmp_path / "runs.dpo") and summary["rows"] == 2
-    ds = datasets.load_dataset(summary["out"])["train"]
+    ds = datasets.load_dataset(summary["out"], cache_dir=str(tmp_path / "cache"))["train"]
     assert ds.num_rows == 2
-    assert json.loads(ds[0]["chosen"]) == [{"role": "assistant", "content": "4"}]
+    # Messages are a list of structs {role, content, tool_calls, tool_call_id}.
+    assert ds[0]["chosen"] == [{"role": "assistant", "content": "4", "tool_calls": None, "tool_call_id": None}]
+    assert [m["role"] for m in ds[0]["prompt"]] == ["system", "user"]
     assert (ds[0]["score_chosen"], ds[0]["score_rejected"]) == (1.0, 0.0)
 
 

@@ -27,18 +27,23 @@ enum Values {
     Bool(Vec<bool>),
 }
 
+/// The struct fields of a [`Col::Messages`] column, each its own leaf column.
+pub(crate) const MESSAGE_FIELDS: [&str; 4] = ["role", "content", "tool_calls", "tool_call_id"];
+
 struct Column {
     name: &'static str,
     col: Col,
+    /// The message field this leaf holds, for [`Col::Messages`].
+    field: Option<&'static str>,
     values: Values,
     def: Vec<i16>,
     rep: Vec<i16>,
 }
 
 impl Column {
-    fn new(name: &'static str, col: Col) -> Self {
+    fn new(name: &'static str, col: Col, field: Option<&'static str>) -> Self {
         let values = match col {
-            Col::Str | Col::Json => Values::Str(Vec::new()),
+            Col::Str | Col::Json | Col::Messages => Values::Str(Vec::new()),
             Col::Int | Col::Ints => Values::Int(Vec::new()),
             Col::Float | Col::Floats => Values::Float(Vec::new()),
             Col::Bool | Col::Bools => Values::Bool(Vec::new()),
@@ -46,6 +51,7 @@ impl Column {
         Column {
             name,
             col,
+            field,
             values,
             def: Vec::new(),
             rep: Vec::new(),
@@ -53,16 +59,26 @@ impl Column {
     }
 
     fn is_list(&self) -> bool {
-        matches!(self.col, Col::Ints | Col::Floats | Col::Bools)
+        matches!(
+            self.col,
+            Col::Ints | Col::Floats | Col::Bools | Col::Messages
+        )
     }
 
     /// Append one value; `Ok(false)` when it is null.
     fn scalar(&mut self, v: &Value) -> std::result::Result<bool, ()> {
+        let v = match self.field {
+            Some(f) => v.as_object().ok_or(())?.get(f).unwrap_or(&Value::Null),
+            None => v,
+        };
         if v.is_null() {
             return Ok(false);
         }
+        let json_text = self.col == Col::Json || (self.field.is_some() && !v.is_string());
         match (&mut self.values, self.col) {
-            (Values::Str(out), Col::Json) => out.push(ByteArray::from(v.to_string().into_bytes())),
+            (Values::Str(out), _) if json_text => {
+                out.push(ByteArray::from(v.to_string().into_bytes()))
+            }
             (Values::Str(out), _) => out.push(ByteArray::from(v.as_str().ok_or(())?)),
             (Values::Int(out), _) => out.push(v.as_i64().ok_or(())?),
             (Values::Float(out), _) => out.push(v.as_f64().ok_or(())?),
@@ -102,9 +118,23 @@ impl Column {
         Ok(())
     }
 
+    /// This leaf's part of the schema; a messages column's first leaf opens its group and its
+    /// last closes it.
     fn schema(&self) -> String {
+        if let Some(f) = self.field {
+            let open = if f == MESSAGE_FIELDS[0] {
+                format!(
+                    "required group {} (LIST) {{ repeated group list {{ required group element {{ ",
+                    self.name
+                )
+            } else {
+                String::new()
+            };
+            let close = if f == MESSAGE_FIELDS[3] { " } } }" } else { "" };
+            return format!("{open}optional binary {f} (STRING);{close}");
+        }
         let physical = match self.col {
-            Col::Str | Col::Json => "binary",
+            Col::Str | Col::Json | Col::Messages => "binary",
             Col::Int | Col::Ints => "int64",
             Col::Float | Col::Floats => "double",
             Col::Bool | Col::Bools => "boolean",
@@ -142,7 +172,10 @@ impl ParquetWriter {
         let columns: Vec<Column> = kind
             .columns()
             .iter()
-            .map(|&(n, c)| Column::new(n, c))
+            .flat_map(|&(n, c)| match c {
+                Col::Messages => Vec::from(MESSAGE_FIELDS.map(|f| Column::new(n, c, Some(f)))),
+                _ => vec![Column::new(n, c, None)],
+            })
             .collect();
         let fields: Vec<String> = columns.iter().map(Column::schema).collect();
         let text = format!("message nenyax_{} {{ {} }}", kind.name(), fields.join(" "));

@@ -84,15 +84,15 @@ impl RowKind {
                 ("task_id", Str),
                 ("seed", Int),
                 ("score", Float),
-                ("messages", Json),
+                ("messages", Messages),
             ],
             RowKind::Dpo => &[
                 ("env_id", Str),
                 ("task_id", Str),
                 ("seed", Int),
-                ("prompt", Json),
-                ("chosen", Json),
-                ("rejected", Json),
+                ("prompt", Messages),
+                ("chosen", Messages),
+                ("rejected", Messages),
                 ("score_chosen", Float),
                 ("score_rejected", Float),
             ],
@@ -135,6 +135,10 @@ pub enum Col {
     Floats,
     /// List of booleans.
     Bools,
+    /// Chat messages (OpenAI shape): in Parquet a list of structs {role, content, tool_calls,
+    /// tool_call_id} of strings, with non-string content and tool calls as JSON text, the
+    /// shape chat-template trainers read.
+    Messages,
 }
 
 impl Col {
@@ -149,6 +153,7 @@ impl Col {
             Col::Ints => "list<int64>",
             Col::Floats => "list<float64>",
             Col::Bools => "list<bool>",
+            Col::Messages => "list<struct<role, content, tool_calls (JSON), tool_call_id>>",
         }
     }
 }
