@@ -511,3 +511,46 @@ fn push_to_an_unreachable_hub_is_one_line() {
     // The folder was still written before the upload was tried.
     assert!(dir.path().join("runs.raw/README.md").is_file());
 }
+
+/// More rows than one row group holds (16,384): the file has two groups and every row.
+#[test]
+fn large_exports_span_row_groups() {
+    let Some(python) = integrations::python("export") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let ts: Vec<Trajectory> = (0..16_500)
+        .map(|i| traj(Some(&format!("t{i}")), Some(i), &i.to_string(), Some(1.0)))
+        .collect();
+    let input = dir.path().join("runs.jsonl");
+    std::fs::write(&input, jsonl(&ts)).unwrap();
+    let opts = ExportOptions {
+        to: Format::Parquet,
+        rows: RowKind::Sft,
+        ..ExportOptions::default()
+    };
+    let s = export_file(&input, &opts).unwrap();
+    assert_eq!(s.rows, 16_500);
+    let script = r#"
+import json, sys
+import pyarrow.parquet as pq
+f = pq.ParquetFile(sys.argv[1])
+t = f.read()
+print(json.dumps({"groups": f.num_row_groups, "rows": t.num_rows,
+                  "seeds": t.column("seed").to_pylist(),
+                  "last": t.column("messages")[-1].as_py()[-1]["content"]}))
+"#;
+    let o = Command::new(&python)
+        .args(["-c", script, &s.out])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (v["groups"].clone(), v["rows"].clone()),
+        (json!(2), json!(16_500))
+    );
+    let seeds: Vec<i64> = (0..16_500).collect();
+    assert_eq!(v["seeds"], json!(seeds));
+    assert_eq!(v["last"], json!("16499"));
+}
