@@ -995,6 +995,18 @@ void nenyax_recording_free(struct nenyax_recording_t *recording);
 // (and copies nothing) when `reply` is NULL, or `data` is NULL with `len` > 0.
 bool nenyax_reply_set(struct nenyax_reply_t *reply, const char *data, size_t len);
 
+// Export trajectories: the JSONL text `jsonl` (`jsonl_len` bytes) or, when `jsonl` is NULL,
+// the file named by the option "input". Options: {"input": path, "to": "jsonl" | "parquet" |
+// "hf", "rows": "raw" | "sft" | "dpo" | "tokens", "min_score": 1.0, "out": path (required for
+// in-memory JSONL; by default next to "input"), "push_to_hub": "owner/name" (needs HF_TOKEN)}.
+// `summary_out` gets {"rows", "trajectories", "skipped": {reason: count}, "out", "pushed"};
+// free it with nenyax_string_free.
+struct nenyax_error_t *nenyax_export(const char *jsonl,
+                                     size_t jsonl_len,
+                                     const char *options_json,
+                                     size_t options_len,
+                                     struct nenyax_string_t *summary_out);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

@@ -8,6 +8,7 @@ macro_rules! outln {
     };
 }
 
+mod export_cmd;
 mod hubs_cmd;
 mod images_cmd;
 mod import_cmd;
@@ -27,9 +28,9 @@ use std::time::{Duration, Instant};
 use nenyax::conformance::{CheckOptions, Tier};
 use nenyax::limits::{count, MAX_EPISODES, MAX_THREADS};
 use nenyax::{plan, replay, Environment, Error, Readiness, Registry, Runner};
-use serde_json::json;
 use policy_args::{check_policy_args, resolve_policy, PolicyArgs};
 use run_summary::{episode_line, Tally};
+use serde_json::json;
 
 #[derive(Parser)]
 #[command(
@@ -204,6 +205,9 @@ enum Command {
         #[arg(short = 'o', long)]
         out: Option<String>,
     },
+    /// Export trajectories as raw, SFT, DPO or token rows: JSONL, Parquet or a Hugging Face
+    /// dataset
+    Export(export_cmd::ExportArgs),
     /// Play episodes and show them as readable replays
     Try {
         /// Environment URI
@@ -313,6 +317,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
     match cli.command {
         // Its own exit statuses: 1 for a run that failed, 2 for what the user wrote.
         Command::Train(args) => Ok(train_cmd::run(*args)),
+        Command::Export(args) => export_cmd::run(args),
         Command::Plot { report, out } => {
             let text = nenyax::limits::read_text(report.as_ref(), &nenyax::limits::CONFIG_FILE)
                 .map_err(|e| e.into_error(format!("reading {report}")))?;

@@ -127,64 +127,37 @@ fn var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
-/// The OTLP/HTTP traces endpoint the standard variables give, else the collector default.
-pub fn otel_endpoint() -> String {
-    var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").unwrap_or_else(|| {
-        format!(
-            "{}/v1/traces",
-            var("OTEL_EXPORTER_OTLP_ENDPOINT")
-                .unwrap_or_else(|| "http://localhost:4318".into())
-                .trim_end_matches('/')
-        )
-    })
+/// The OTLP/HTTP traces endpoint the otel sink would use (the standard variables, else the
+/// collector default), or why its settings are refused.
+pub fn otel_endpoint() -> std::result::Result<String, String> {
+    crate::telemetry::otel::OtelConfig::resolve(&serde_json::Map::new(), &var)
+        .map(|c| redact_url(&c.traces_endpoint).into_owned())
+        .map_err(|e| e.to_string())
 }
 
-/// Whether `python` can import `module`.
-fn python_has(python: &str, module: &str) -> bool {
-    std::process::Command::new(python)
-        .args([
-            "-c",
-            &format!("import importlib.util as u, sys; sys.exit(u.find_spec({module:?}) is None)"),
-        ])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-/// The interpreter Python-side integrations use: the bridge's (`NENYAX_PYTHON`, the managed
-/// venv, `python3`).
-fn python() -> String {
-    crate::hubs::prime::python()
-}
-
-/// otel: always ready; a collector that is down only drops spans (counted). Its endpoint is
-/// the row's `base_url`.
+/// otel: ready unless its `OTEL_*` settings are refused; a collector that is down only drops
+/// spans (counted). Its endpoint is the row's `base_url`.
 pub fn otel_readiness() -> std::result::Result<Option<String>, String> {
-    Ok(None)
+    otel_endpoint().map(|_| None)
 }
 
-/// mlflow: needs `MLFLOW_TRACKING_URI`.
+/// mlflow: the sink's own check (a usable `MLFLOW_TRACKING_URI`).
 pub fn mlflow_readiness() -> std::result::Result<Option<String>, String> {
-    match var("MLFLOW_TRACKING_URI") {
-        Some(_) => Ok(None),
-        None => {
-            Err("export MLFLOW_TRACKING_URI (an MLflow server, e.g. http://localhost:5000)".into())
-        }
-    }
+    crate::telemetry::mlflow::readiness().map(|()| None)
 }
 
-/// wandb: online with `WANDB_API_KEY`; offline (files for `wandb sync`) with a Python that has
-/// the wandb SDK.
+/// wandb: online with `WANDB_API_KEY`; offline (files for `wandb sync`) with an interpreter
+/// where the sink's helper can import the wandb SDK.
 pub fn wandb_readiness() -> std::result::Result<Option<String>, String> {
-    let py = python();
-    let offline = python_has(&py, "wandb");
-    match (var("WANDB_API_KEY").is_some(), offline) {
-        (true, _) => Ok(None),
-        (false, true) => Ok(Some(format!(
-            "offline mode only ({py} has wandb); online needs WANDB_API_KEY"
-        ))),
-        (false, false) => Err(format!(
-            "export WANDB_API_KEY for online runs, or pip install wandb into {py} (or set \
-             NENYAX_PYTHON) for offline mode"
+    let sdk = crate::telemetry::wandb::readiness();
+    match (var("WANDB_API_KEY").is_some(), sdk) {
+        (true, Ok(())) => Ok(None),
+        (false, Ok(())) => Ok(Some(
+            "offline mode only (files for `wandb sync`); online needs WANDB_API_KEY".into(),
+        )),
+        (true, Err(why)) => Err(why),
+        (false, Err(why)) => Err(format!(
+            "{why} (enough for offline runs; online runs also need WANDB_API_KEY)"
         )),
     }
 }
@@ -198,7 +171,7 @@ pub fn telemetry() -> Vec<Integration> {
                 "telemetry",
                 name,
                 "OpenTelemetry traces and metrics over OTLP/HTTP (GenAI conventions)",
-                Some(otel_endpoint()),
+                otel_endpoint().ok(),
                 None,
                 otel_readiness(),
             ),

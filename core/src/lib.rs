@@ -27,6 +27,7 @@ pub mod driver;
 pub mod drivers;
 pub mod env;
 pub mod error;
+pub mod export;
 pub mod hubs;
 // Entry points for the fuzz harness (tests/fuzz.rs); not part of the supported API.
 #[doc(hidden)]

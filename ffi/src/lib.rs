@@ -43,6 +43,7 @@ mod recording;
 mod callbacks;
 
 mod episode;
+mod export;
 
 use std::ffi::c_char;
 
@@ -56,6 +57,7 @@ pub use episode::*;
 pub use error::{
     nenyax_error_code, nenyax_error_free, nenyax_error_message, nenyax_error_t, nenyax_status_t,
 };
+pub use export::*;
 pub use learn::*;
 pub use pg::*;
 pub use policy::*;

@@ -261,6 +261,7 @@ c_programs!(
     test_endpoint,
     test_env_check_tier,
     test_errors,
+    test_export,
     test_nested_race,
     test_pg_batch,
     test_pg_golden,

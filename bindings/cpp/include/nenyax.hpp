@@ -1063,6 +1063,22 @@ inline std::string learner_json(std::string_view config_json) {
   });
 }
 
+// Export trajectories (JSONL text) as training rows; options as nenyax_export's ("to", "rows",
+// "min_score", "out" required). Returns the summary JSON ({"rows", "trajectories", ...}).
+inline std::string export_jsonl(std::string_view jsonl, std::string_view options_json) {
+  return detail::string_call([&](nenyax_string_t* out) {
+    return nenyax_export(jsonl.data(), jsonl.size(), options_json.data(), options_json.size(),
+                         out);
+  });
+}
+
+// Export the JSONL file named by the option "input"; returns the summary JSON.
+inline std::string export_file(std::string_view options_json) {
+  return detail::string_call([&](nenyax_string_t* out) {
+    return nenyax_export(nullptr, 0, options_json.data(), options_json.size(), out);
+  });
+}
+
 // REINFORCE++ token advantages (rows x width) into `advantages_out`, and the discounted returns
 // into `returns_out` (may be empty). With group_ids (one per row; may be empty) the group mean
 // is subtracted before whitening.

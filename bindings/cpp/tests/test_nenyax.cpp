@@ -16,7 +16,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -777,6 +779,28 @@ TEST(learners_advantages_and_dapo_keep) {
   CHECK_STATUS(nenyax::advantages(rewards, groups, R"({"estimator": "nope"})"),
                NENYAX_STATUS_CONFIG);
   CHECK(contains(nenyax::learner_json(R"({"learner": "dapo"})"), "\"clip_high\""));
+}
+
+TEST(export_rows_from_jsonl) {
+  // Two attempts at one task scoring 1 and 0: one DPO pair; the JSONL file read back.
+  const std::string runs =
+      R"({"env_id":"e","mode":"step","task":{"id":"t"},"messages":[{"role":"user","content":"q"},)"
+      R"({"role":"assistant","content":"a"}],"judgment":{"score":1.0}})"
+      "\n"
+      R"({"env_id":"e","mode":"step","task":{"id":"t"},"messages":[{"role":"user","content":"q"},)"
+      R"({"role":"assistant","content":"b"}],"judgment":{"score":0.0}})"
+      "\n";
+  const std::string out = "/tmp/nenyax-cpp-export-" + std::to_string(::getpid()) + ".jsonl";
+  const auto summary =
+      nenyax::export_jsonl(runs, R"({"rows": "dpo", "out": ")" + out + R"("})");
+  CHECK(contains(summary, "\"rows\":1") && contains(summary, "\"trajectories\":2"));
+  std::ifstream f(out);
+  const std::string line((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  CHECK(contains(line, R"("chosen":[{"content":"a","role":"assistant"}])"));
+  CHECK(contains(line, R"("rejected":[{"content":"b","role":"assistant"}])"));
+  std::remove(out.c_str());
+  CHECK_STATUS(nenyax::export_file(R"({"input": "/nonexistent.jsonl"})"), NENYAX_STATUS_IO);
+  CHECK_STATUS(nenyax::export_jsonl(runs, R"({"rows": "ppo", "out": "x"})"), NENYAX_STATUS_CONFIG);
 }
 
 TEST(learners_pg_loss_f64_f32) {

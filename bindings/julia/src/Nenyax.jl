@@ -1097,6 +1097,28 @@ function learner_json(config::AbstractString)
         (Ptr{UInt8}, Csize_t, Ref{NenyaxString}), c, sizeof(c), out))
 end
 
+"""
+    export_jsonl(jsonl, options) -> String
+
+Turn trajectories (JSONL text) into training rows; `options` is nenyax_export's JSON
+(`"to"`: jsonl, parquet or hf; `"rows"`: raw, sft, dpo or tokens; `"min_score"`; `"out"`,
+required). Returns the summary JSON (`rows`, `trajectories`, `skipped`, `out`, `pushed`).
+"""
+function export_jsonl(jsonl::AbstractString, options::AbstractString)
+    j, o = String(jsonl), String(options)
+    GC.@preserve j o string_call(out -> ccall((:nenyax_export, libnenyax), Ptr{Cvoid},
+        (Ptr{UInt8}, Csize_t, Ptr{UInt8}, Csize_t, Ref{NenyaxString}),
+        pointer(j), sizeof(j), o, sizeof(o), out))
+end
+
+"Export the JSONL file named by the option `\"input\"`; returns the summary JSON."
+function export_file(options::AbstractString)
+    o = String(options)
+    GC.@preserve o string_call(out -> ccall((:nenyax_export, libnenyax), Ptr{Cvoid},
+        (Ptr{UInt8}, Csize_t, Ptr{UInt8}, Csize_t, Ref{NenyaxString}),
+        C_NULL, 0, o, sizeof(o), out))
+end
+
 include("train.jl")
 
 end # module

@@ -199,6 +199,38 @@ end
         @test occursin("clip_high", Nenyax.learner_json("{\"learner\": \"dapo\"}"))
     end
 
+    @testset "export" begin
+        # Two attempts at one task scoring 1 and 0: one DPO pair.
+        runs = """
+        {"env_id":"e","mode":"step","task":{"id":"t"},"messages":[{"role":"user","content":"q"},{"role":"assistant","content":"a"}],"judgment":{"score":1.0}}
+        {"env_id":"e","mode":"step","task":{"id":"t"},"messages":[{"role":"user","content":"q"},{"role":"assistant","content":"b"}],"judgment":{"score":0.0}}
+        """
+        dir = mktempdir()
+        out = joinpath(dir, "pairs.jsonl")
+        summary = Nenyax.export_jsonl(runs, "{\"rows\": \"dpo\", \"out\": \"$out\"}")
+        @test occursin("\"rows\":1", summary) && occursin("\"trajectories\":2", summary)
+        line = read(out, String)
+        @test occursin("\"chosen\":[{\"content\":\"a\",\"role\":\"assistant\"}]", line)
+        @test occursin("\"rejected\":[{\"content\":\"b\",\"role\":\"assistant\"}]", line)
+        input = joinpath(dir, "runs.jsonl")
+        write(input, runs)
+        summary = Nenyax.export_file("{\"input\": \"$input\", \"to\": \"parquet\"}")
+        @test occursin("\"rows\":2", summary)
+        @test read(joinpath(dir, "runs.raw.parquet"))[1:4] == b"PAR1"
+        err = try
+            Nenyax.export_jsonl(runs, "{\"rows\": \"ppo\", \"out\": \"x\"}")
+        catch e
+            e
+        end
+        @test err isa NenyaxError && err.status == Nenyax.STATUS_CONFIG
+        err = try
+            Nenyax.export_file("{\"input\": \"/nonexistent/runs.jsonl\"}")
+        catch e
+            e
+        end
+        @test err isa NenyaxError && err.status == Nenyax.STATUS_IO
+    end
+
     @testset "sandbox and server" begin
         sb = Nenyax.Sandbox("{\"backend\": \"process\"}")
         @test occursin("\"stdout\":\"hi\\n\"", Nenyax.exec(sb, "{\"argv\": [\"echo\", \"hi\"]}"))

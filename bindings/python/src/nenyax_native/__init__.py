@@ -10,6 +10,7 @@ from .define import define
 from .env import Env, Runner, load, run, with_judge
 from .env import check_env as check
 from .errors import NenyaxError
+from .exports import export
 from .judges import Contains, EnvJudge, ExactMatch, LlmRubric, Numeric, RegexJudge, Weighted
 from .policy import Endpoint, Episode, FunctionModel, Policy, as_policy
 from .recording import Recording
@@ -51,6 +52,7 @@ __all__ = [
     "as_policy",
     "check",
     "define",
+    "export",
     "judges",
     "learners",
     "load",
