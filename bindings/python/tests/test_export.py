@@ -51,8 +51,7 @@ def test_rows_match_the_reference(tmp_path, kind):
     assert summary["rows"] == len(ours) > 0 and summary["trajectories"] == len(TRAJS)
     theirs = reference.to_rows([t.to_reference() for t in TRAJS], kind, min_score=0.5)
     # Ours add where each row came from (task_id, seed); the reference's columns are equal.
-    assert [{k: r[k] for k in t} for r, t in zip(ours, theirs)] == theirs
-    assert len(ours) == len(theirs)
+    assert [{k: r[k] for k in t} for r, t in zip(ours, theirs, strict=True)] == theirs
 
 
 def test_the_hf_folder_loads_with_datasets(tmp_path):
