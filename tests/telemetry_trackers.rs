@@ -256,6 +256,10 @@ fn mlflow_sink_writes_a_run_that_mlflows_client_reads_back() {
         json!({"arith": "FINISHED", "builtin:arithmetic": "FAILED"})
     );
 
+    // End to end: `nenyax run --telemetry mlflow` and `nenyax train --telemetry mlflow`, the
+    // server named by the standard variables, read back with MLflow's client.
+    cli_runs_and_trains_into_mlflow(&py, &server.url);
+
     // The same server (one start is most of this test's time) for the errors it answers.
     // A deleted experiment: the sink says how to get it back.
     python_json(
@@ -455,7 +459,8 @@ for r in records(glob.glob(os.path.join(run_dir, "run-*.wandb"))[0]):
         out["files"] += [f.path for f in r.files.files]
     elif kind == "exit":
         out["exit_code"] = r.exit.exit_code
-out["report"] = open(os.path.join(run_dir, "files", "report.json")).read()
+out["saved"] = {f: open(os.path.join(run_dir, "files", f)).read() for f in out["files"]}
+out["report"] = out["saved"].get("report.json")
 print(json.dumps(out))
 "#;
 
@@ -569,4 +574,177 @@ fn wandb_failures_are_errors_of_the_sink() {
     let e = sink.metrics(1, &[("loss".into(), 1.0)]).unwrap_err();
     assert!(e.to_string().contains("no run is open"), "{e}");
     assert!(sink.finish(false).is_ok());
+}
+
+fn cli(args: &[&str], env: &[(&str, &str)], cwd: &Path) -> std::process::Output {
+    let o = Command::new(env!("CARGO_BIN_EXE_nenyax"))
+        .args(args)
+        .envs(env.iter().copied())
+        .current_dir(cwd)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "nenyax {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
+/// The runs of an experiment, by name, with what the CLI logged into them.
+const READ_EXPERIMENT: &str = r#"
+import json, sys, tempfile
+from mlflow.tracking import MlflowClient
+c = MlflowClient(tracking_uri=sys.argv[1])
+exp = c.get_experiment_by_name(sys.argv[2])
+out = {}
+for r in c.search_runs([exp.experiment_id]):
+    rid = r.info.run_id
+    arts = [f.path for f in c.list_artifacts(rid)]
+    out[r.data.tags.get("nenyax.kind", "?")] = {
+        "status": r.info.status, "params": r.data.params, "artifacts": arts,
+        "history": {k: [[m.step, m.value] for m in sorted(c.get_metric_history(rid, k), key=lambda m: m.step)]
+                    for k in r.data.metrics},
+        "artifact": json.load(open(c.download_artifacts(rid, arts[0], tempfile.mkdtemp()))) if arts else None,
+    }
+print(json.dumps(out))
+"#;
+
+fn cli_runs_and_trains_into_mlflow(py: &str, url: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("runs.jsonl");
+    let env = [
+        ("MLFLOW_TRACKING_URI", url),
+        ("MLFLOW_EXPERIMENT_NAME", "nenyax-cli"),
+    ];
+    let o = cli(
+        &[
+            "run",
+            "builtin:arithmetic?size=50",
+            "-n",
+            "40",
+            "--telemetry",
+            "mlflow",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &env,
+        dir.path(),
+    );
+    assert!(
+        !String::from_utf8_lossy(&o.stderr).contains("telemetry"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    cli(
+        &[
+            "train",
+            "builtin:guess?high=16&max_guesses=4&size=64",
+            "--learner",
+            "reinforce",
+            "--rounds",
+            "2",
+            "--group-size",
+            "2",
+            "--batch",
+            "2",
+            "--telemetry",
+            "mlflow",
+            "--quiet",
+        ],
+        &env,
+        dir.path(),
+    );
+    let runs = python_json(py, READ_EXPERIMENT, &[url, "nenyax-cli"]);
+    let run = &runs["run"];
+    assert_eq!(run["status"], "FINISHED", "{runs}");
+    assert_eq!(run["params"]["uri"], "builtin:arithmetic?size=50");
+    let written: Vec<Trajectory> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let scores: Vec<Value> = written
+        .iter()
+        .enumerate()
+        .map(|(i, t)| json!([i + 1, t.score().unwrap()]))
+        .collect();
+    assert_eq!(run["history"]["episode/score"], Value::Array(scores));
+    assert_eq!(
+        run["history"]["episodes"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()[1],
+        40.0
+    );
+    assert_eq!(run["artifacts"], json!(["run_summary.json"]));
+    assert_eq!(run["artifact"]["episodes"], 40);
+    let train = &runs["train"];
+    assert_eq!(train["status"], "FINISHED", "{runs}");
+    let kept = train["history"]["kept"].as_array().unwrap();
+    // Round 0 is the baseline evaluation; one point per round of the report.
+    assert_eq!(
+        kept.iter().map(|p| p[0].clone()).collect::<Vec<_>>(),
+        vec![json!(0), json!(1), json!(2)]
+    );
+    assert_eq!(train["artifacts"], json!(["train_report.json"]));
+    let rounds = train["artifact"]["rounds"].as_array().unwrap();
+    assert_eq!(rounds.len(), kept.len());
+    for (r, p) in rounds
+        .iter()
+        .zip(&train["history"]["eval_score"].as_array().unwrap()[..])
+    {
+        assert_eq!(r["eval_score"], p[1]);
+    }
+}
+
+/// `nenyax run --telemetry wandb` with no key: an offline run in the working directory that the
+/// SDK's log holds episode by episode.
+#[test]
+fn cli_run_with_wandb_telemetry_writes_an_offline_run() {
+    let Some(py) = integrations::python("trackers") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("runs.jsonl");
+    let o = cli(
+        &[
+            "run",
+            "builtin:arithmetic?size=50",
+            "-n",
+            "12",
+            "--telemetry",
+            "wandb",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[("NENYAX_WANDB_PYTHON", py.as_str()), ("WANDB_API_KEY", "")],
+        dir.path(),
+    );
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(said.contains("wandb sync"), "{said}");
+    let run_dir = std::fs::read_dir(dir.path().join("wandb"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("offline-run-")
+        })
+        .expect("an offline run folder");
+    let run = python_json(&py, READ_OFFLINE, &[run_dir.to_str().unwrap()]);
+    assert_eq!(run["config"]["uri"], "builtin:arithmetic?size=50");
+    let episodes = run["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h.get("episode").is_some())
+        .count();
+    assert_eq!(episodes, 12);
+    let summary: Value =
+        serde_json::from_str(run["saved"]["run_summary.json"].as_str().unwrap()).unwrap();
+    assert_eq!(summary["episodes"], 12);
+    assert_eq!(run["exit_code"], 0);
 }
