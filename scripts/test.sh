@@ -43,8 +43,9 @@ scripts/setup_verifiers.sh
 export NENYAX_VERIFIERS_031_PYTHON="$root/.venv-verifiers-0.3.1/bin/python"
 export NENYAX_VERIFIERS_040_PYTHON="$root/.venv-verifiers-0.4.0/bin/python"
 
-# NeMo Gym 0.7.0's resources servers in their own venv (tests/nemo_gym.rs and tests/traces.rs
-# start real servers from it, traces.rs also its vllm_model server); with NENYAX_REQUIRE_NEMO_GYM
+# NeMo Gym 0.7.0's resources servers in their own venv (tests/nemo_gym.rs, tests/traces.rs,
+# tests/atif.rs (its own ATIF exporter too) and tests/telemetry_otel.rs start real servers from
+# it, traces.rs also its vllm_model server); with NENYAX_REQUIRE_NEMO_GYM
 # set, a missing interpreter fails rather than skips.
 scripts/setup_nemo_gym.sh
 export NENYAX_NEMO_GYM_PYTHON="$root/.venv-nemo-gym/bin/python"

@@ -42,6 +42,14 @@ pub fn run(args: ExportArgs) -> Result<ExitCode, Error> {
         push_to_hub: args.push_to_hub,
     };
     let summary = export_file(&args.input, &opts)?;
-    outln!("{}", summary.line(opts.rows))?;
+    if opts.to == Format::Atif {
+        outln!(
+            "wrote {} ATIF documents and manifest.jsonl to {}",
+            summary.rows,
+            summary.out
+        )?;
+    } else {
+        outln!("{}", summary.line(opts.rows))?;
+    }
     Ok(ExitCode::SUCCESS)
 }

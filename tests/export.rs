@@ -566,7 +566,8 @@ fn atif_export_round_trips_through_import() {
     let out = dir.path().join("runs.atif");
     let o = nenyax(&["export", input.to_str().unwrap(), "--to", "atif"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(String::from_utf8_lossy(&o.stdout).contains(&format!("wrote {} raw rows", trajs.len())));
+    assert!(String::from_utf8_lossy(&o.stdout)
+        .contains(&format!("wrote {} ATIF documents", trajs.len())));
     let manifest = std::fs::read_to_string(out.join("manifest.jsonl")).unwrap();
     assert_eq!(manifest.lines().count(), trajs.len());
     let back = dir.path().join("back.jsonl");
@@ -594,4 +595,62 @@ fn atif_export_round_trips_through_import() {
         };
         assert_eq!(text(a), text(b));
     }
+}
+
+/// Real step-mode rollouts exported as ATIF and imported with `--rejudge`: the environment's
+/// own judge, replaying the recorded actions, agrees with the recorded scores, and an answer
+/// changed in the file is judged wrong.
+#[test]
+fn atif_of_real_rollouts_is_rejudged_by_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let (runs, atif) = (dir.path().join("runs.jsonl"), dir.path().join("runs.atif"));
+    let uri = "builtin:arithmetic?size=20";
+    let ok = |o: std::process::Output| {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stderr).to_string()
+    };
+    ok(nenyax(&[
+        "run",
+        uri,
+        "-n",
+        "4",
+        "--out",
+        runs.to_str().unwrap(),
+    ]));
+    ok(nenyax(&["export", runs.to_str().unwrap(), "--to", "atif"]));
+    let back = dir.path().join("back.jsonl");
+    let said = ok(nenyax(&[
+        "import",
+        "atif",
+        atif.to_str().unwrap(),
+        "-o",
+        back.to_str().unwrap(),
+        "--rejudge",
+        uri,
+    ]));
+    assert!(said.contains("4 judged, mean score 1.000"), "{said}");
+    let first = atif.join("0-0.json");
+    let doc = std::fs::read_to_string(&first).unwrap();
+    // The recorded answer, changed to a wrong number everywhere the document holds it.
+    // (The agent's message is the one that starts with the tag; the prompt only mentions it.)
+    let start = doc.find("\"<answer>").unwrap() + "\"<answer>".len();
+    let right = &doc[start..start + doc[start..].find('<').unwrap()];
+    let wrong_answer = (right.parse::<i64>().unwrap() + 1).to_string();
+    let wrong = dir.path().join("wrong.json");
+    let tampered = doc.replace(
+        &format!("<answer>{right}</answer>"),
+        &format!("<answer>{wrong_answer}</answer>"),
+    );
+    assert_ne!(tampered, doc);
+    std::fs::write(&wrong, tampered).unwrap();
+    let said = ok(nenyax(&[
+        "import",
+        "atif",
+        wrong.to_str().unwrap(),
+        "-o",
+        "-",
+        "--rejudge",
+        uri,
+    ]));
+    assert!(said.contains("1 judged, mean score 0.000"), "{said}");
 }

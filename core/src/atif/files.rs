@@ -199,10 +199,20 @@ pub fn import_path(path: &Path) -> Result<Vec<Trajectory>> {
 /// The agent's recorded replies, in order: what a replay answers with.
 fn recorded_replies(traj: &Trajectory) -> Vec<Message> {
     let first_reply = traj.messages.len() - replies_from_end(traj);
-    traj.messages[first_reply..]
+    let replies: Vec<Message> = traj.messages[first_reply..]
         .iter()
         .filter(|m| m.role == Role::Assistant)
         .cloned()
+        .collect();
+    if !replies.is_empty() {
+        return replies;
+    }
+    // A step-mode episode keeps no chat, only its actions: text actions are the replies a chat
+    // policy gives such an environment.
+    traj.steps
+        .iter()
+        .filter_map(|s| s.action.as_str())
+        .map(Message::assistant)
         .collect()
 }
 
