@@ -8,7 +8,7 @@
 #[path = "support/nemo_gym_server.rs"]
 mod nemo_gym_server;
 
-use nemo_gym_server::{example_data, python, ResourcesServer};
+use nemo_gym_server::{calls, example_data, python, ResourcesServer};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -18,7 +18,7 @@ use nenyax::conformance::{check_uri, CheckOptions, Tier};
 use nenyax::recorder::{Backend, ModelServer};
 use nenyax::{
     load, ChatModel, Endpoint, FunctionModel, Message, Policy, Role, RolloutOptions, Runner,
-    TaskRef, ToolCall,
+    TaskRef,
 };
 
 /// One server per name for the whole test binary (they start in seconds, not milliseconds).
@@ -64,23 +64,6 @@ fn assistant_turns(msgs: &[Message]) -> usize {
         .iter()
         .filter(|m| m.role == Role::Assistant)
         .count()
-}
-
-fn calls(calls: &[(&str, Value)]) -> Message {
-    let mut m = Message::assistant("");
-    m.content = Value::Null;
-    m.tool_calls = Some(
-        calls
-            .iter()
-            .enumerate()
-            .map(|(i, (name, args))| ToolCall {
-                id: Some(format!("call_{i}")),
-                name: name.to_string(),
-                arguments: Value::String(args.to_string()),
-            })
-            .collect(),
-    );
-    m
 }
 
 /// Calls `get_weather` once, then answers from its output.

@@ -19,9 +19,9 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nemo_gym_server::{example_data, free_port, ResourcesServer};
+use nemo_gym_server::{calls, example_data, free_port, ResourcesServer};
 use nenyax::recorder::{Backend, ModelServer};
-use nenyax::{FunctionModel, Message, Role, ToolCall, Trajectory};
+use nenyax::{FunctionModel, Message, Role, Trajectory};
 use serde_json::{json, Value};
 
 /// A child process killed when the test ends.
@@ -115,23 +115,6 @@ fn last_user(msgs: &[Message]) -> String {
         .find(|m| m.role == Role::User)
         .and_then(Message::text)
         .unwrap_or_default()
-}
-
-fn calls(calls: &[(&str, Value)]) -> Message {
-    let mut m = Message::assistant("");
-    m.content = Value::Null;
-    m.tool_calls = Some(
-        calls
-            .iter()
-            .enumerate()
-            .map(|(i, (name, args))| ToolCall {
-                id: Some(format!("call_{i}")),
-                name: name.to_string(),
-                arguments: Value::String(args.to_string()),
-            })
-            .collect(),
-    );
-    m
 }
 
 /// Reads "add X then add Y then get the count": two increments, a read, then the answer.

@@ -182,3 +182,22 @@ impl Drop for ResourcesServer {
         self.kill();
     }
 }
+
+/// An assistant turn that only calls tools (`call_0`, `call_1`, ...), as scripted models send.
+#[allow(dead_code)]
+pub fn calls(calls: &[(&str, serde_json::Value)]) -> nenyax::Message {
+    let mut m = nenyax::Message::assistant("");
+    m.content = serde_json::Value::Null;
+    m.tool_calls = Some(
+        calls
+            .iter()
+            .enumerate()
+            .map(|(i, (name, args))| nenyax::ToolCall {
+                id: Some(format!("call_{i}")),
+                name: name.to_string(),
+                arguments: serde_json::Value::String(args.to_string()),
+            })
+            .collect(),
+    );
+    m
+}

@@ -311,17 +311,8 @@ fn git(dir: &Path, args: &[&str]) -> Result<()> {
     if out.status.success() {
         return Ok(());
     }
-    let err = String::from_utf8_lossy(&out.stderr);
-    let last = err
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("no message");
-    Err(Error::Config(format!(
-        "git {}: {}",
-        args.join(" "),
-        last.trim()
-    )))
+    let last = super::last_error_line(&out);
+    Err(Error::Config(format!("git {}: {}", args.join(" "), last)))
 }
 
 /// A shallow, sparse checkout of `tasks`' folders of `url` at `commit` (HEAD when unpinned).

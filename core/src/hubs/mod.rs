@@ -202,6 +202,17 @@ fn get_json(url: &str, query: &[(&str, String)], key: Option<String>, fix: &str)
 }
 
 /// The host of a URL, for messages.
+/// The last non-blank line of a tool's stderr: the line that says why it failed.
+fn last_error_line(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("no message")
+        .trim()
+        .to_string()
+}
+
 fn host(url: &str) -> &str {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
     rest.split(['/', '?']).next().unwrap_or(rest)

@@ -206,15 +206,10 @@ fn install(py: &str, args: &[String], what: &str) -> Result<()> {
     if out.status.success() {
         return Ok(());
     }
-    let err = String::from_utf8_lossy(&out.stderr);
-    let last = err
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("no message");
+    let last = super::last_error_line(&out);
     Err(Error::Config(format!(
         "installing {what} into {py} failed: {}",
-        last.trim()
+        last
     )))
 }
 
