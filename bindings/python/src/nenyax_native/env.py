@@ -157,6 +157,15 @@ def check_env(env: Union[Env, str], *, samples: Optional[int] = None, threads: O
     return Report(call_json(lib.nenyax_check_uri, uri, len(uri), *json_arg(_options(samples=samples, threads=threads) or None)))
 
 
+def _sinks(telemetry: Optional[Iterable[Union[str, Dict[str, Any]]]]) -> Optional[List[Dict[str, Any]]]:
+    """Telemetry sinks as the library's options take them: a name stands for ``{"name": name}``."""
+    if telemetry is None:
+        return None
+    if isinstance(telemetry, (str, dict)):
+        telemetry = [telemetry]
+    return [{"name": t} if isinstance(t, str) else dict(t) for t in telemetry]
+
+
 def _env(env: Union[Env, str]) -> Env:
     return env if isinstance(env, Env) else load(env)
 
@@ -185,18 +194,23 @@ class Runner:
         tasks: Optional[Iterable[Dict[str, Any]]] = None,
         on_trajectory: Optional[Callable[[Trajectory], Any]] = None,
         progress: Optional[Callable[[int, int], Any]] = None,
+        telemetry: Optional[Iterable[Union[str, Dict[str, Any]]]] = None,
     ) -> List[Trajectory]:
         """``n`` episodes in parallel, returned (and streamed to ``on_trajectory``) in job order.
 
         Ctrl-C stops the batch at the next trajectory or Python callback and raises
         KeyboardInterrupt; an exception from ``on_trajectory`` or ``progress`` stops it and is re-raised.
+        ``telemetry`` names sinks (``"otel"``, ``"mlflow"``, ``"wandb"``) or gives them with options
+        (``{"name": "otel", "endpoint": ...}``); the library exports off the rollout threads (docs/telemetry.md).
         """
         # Through the sink, one trajectory at a time: no barrier between chunks for slow episodes
         # (model calls), and Ctrl-C is seen after the next episode whatever the policy. Measured
         # within noise of the JSONL chunks per rollout (docs/performance.md, breakdown rows).
         _check_n(n)
         policy = as_policy(policy)
-        options = _options(n=n, seed=seed, max_steps=max_steps, tasks=None if tasks is None else list(tasks))
+        options = _options(
+            n=n, seed=seed, max_steps=max_steps, tasks=None if tasks is None else list(tasks), telemetry=_sinks(telemetry)
+        )
         results: List[Trajectory] = []
         raised: List[BaseException] = []
 
@@ -339,8 +353,17 @@ def run(
     tasks: Optional[Iterable[Dict[str, Any]]] = None,
     on_trajectory: Optional[Callable[[Trajectory], Any]] = None,
     progress: Optional[Callable[[int, int], Any]] = None,
+    telemetry: Optional[Iterable[Union[str, Dict[str, Any]]]] = None,
 ) -> List[Trajectory]:
     """Roll out ``n`` episodes of ``env`` (an Env or URI) on ``concurrency`` library threads (0: one per core)."""
     return _runner(concurrency).run(
-        _env(env), policy, n, seed=seed, max_steps=max_steps, tasks=tasks, on_trajectory=on_trajectory, progress=progress
+        _env(env),
+        policy,
+        n,
+        seed=seed,
+        max_steps=max_steps,
+        tasks=tasks,
+        on_trajectory=on_trajectory,
+        progress=progress,
+        telemetry=telemetry,
     )
