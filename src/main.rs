@@ -546,7 +546,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             if let Some(t) = &tel {
                 runner = runner.telemetry(t.clone());
             }
-            let mut batch = tel.map(telemetry_args::BatchMetrics::new);
+            let mut batch = tel.map(nenyax::telemetry::BatchMetrics::new);
             let mut writer = match &out {
                 Some(path) => Some(BufWriter::new(
                     OpenOptions::new()

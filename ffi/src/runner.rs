@@ -110,6 +110,11 @@ pub unsafe extern "C" fn nenyax_runner_run(
                     .unwrap_or_default(),
         };
         let telemetry = nenyax_core::telemetry::take_from_options(&mut o, run)?;
+        let summary = serde_json::json!({"uri": env.env.id(), "n": o.get("n"), "seed": o.get("seed"),
+            "threads": runner.runner.threads()});
+        let mut batch = telemetry
+            .clone()
+            .map(nenyax_core::telemetry::BatchMetrics::new);
         let o: RunOptions = if o.is_null() {
             RunOptions::default()
         } else {
@@ -131,6 +136,9 @@ pub unsafe extern "C" fn nenyax_runner_run(
                 |i, traj| {
                     if let Some(t) = &telemetry {
                         t.episode(&traj);
+                    }
+                    if let Some(b) = batch.as_mut() {
+                        b.add(&traj);
                     }
                     match sink {
                         Some(f) => {
@@ -163,8 +171,10 @@ pub unsafe extern "C" fn nenyax_runner_run(
                 Some(msg) => new_error(nenyax_status_t::NENYAX_STATUS_CALLBACK, msg),
                 None => e.into(),
             });
-        if let Some(t) = &telemetry {
-            t.finish(ran.is_ok());
+        if let Some(b) = batch {
+            let mut summary = summary;
+            summary["error"] = serde_json::json!(ran.as_ref().err().map(|e| e.message()));
+            b.finish(summary, ran.is_ok());
         }
         ran?;
         if !jsonl {

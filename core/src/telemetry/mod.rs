@@ -8,11 +8,13 @@
 use crate::contract::{JsonMap, Trajectory};
 use crate::error::{Error, Result};
 
+mod batch;
 mod hub;
 pub mod mlflow;
 pub mod otel;
 pub mod wandb;
 
+pub use batch::BatchMetrics;
 pub use hub::{Telemetry, TelemetryStats};
 
 /// What a run is, told to every sink once before its first episode.
