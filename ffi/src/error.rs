@@ -70,7 +70,7 @@ use nenyax_status_t::*;
 /// An error: a status code and a readable message. Free it with `nenyax_error_free`.
 pub struct nenyax_error_t {
     pub(crate) status: nenyax_status_t,
-    message: CString,
+    pub(crate) message: CString,
 }
 
 pub(crate) type FfiResult<T> = Result<T, Box<nenyax_error_t>>;

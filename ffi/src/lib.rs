@@ -173,6 +173,7 @@ mod tests {
             "env.rs",
             "episode.rs",
             "error.rs",
+            "export.rs",
             "learn.rs",
             "pg.rs",
             "policy.rs",

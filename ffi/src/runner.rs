@@ -173,7 +173,10 @@ pub unsafe extern "C" fn nenyax_runner_run(
             });
         if let Some(b) = batch {
             let mut summary = summary;
-            summary["error"] = serde_json::json!(ran.as_ref().err().map(|e| e.message()));
+            summary["error"] = serde_json::json!(ran
+                .as_ref()
+                .err()
+                .map(|e| e.message.to_string_lossy().into_owned()));
             b.finish(summary, ran.is_ok());
         }
         ran?;

@@ -9,7 +9,7 @@ use std::process::Command;
 
 use serde_json::{json, Map, Value};
 
-use super::{cache_dir, get_json, text, var, Listing};
+use super::common::{cache_dir, get_json, text, var, Listing};
 use crate::error::{Error, Result};
 
 const DEFAULT: &str = "https://raw.githubusercontent.com/laude-institute/harbor/main/registry.json";
@@ -311,7 +311,7 @@ fn git(dir: &Path, args: &[&str]) -> Result<()> {
     if out.status.success() {
         return Ok(());
     }
-    let last = super::last_error_line(&out);
+    let last = super::common::last_error_line(&out);
     Err(Error::Config(format!("git {}: {}", args.join(" "), last)))
 }
 

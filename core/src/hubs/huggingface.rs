@@ -3,7 +3,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::{get_json, text, var, Listing};
+use super::common::{get_json, text, var, Listing};
 use crate::error::{Error, Result};
 
 const DEFAULT: &str = "https://huggingface.co";

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use serde_json::{Map, Value};
 
-use super::{get_json, text, var, Listing};
+use super::common::{get_json, text, var, Listing};
 use crate::error::{Error, Result};
 
 const DEFAULT: &str = "https://api.primeintellect.ai";
@@ -206,7 +206,7 @@ fn install(py: &str, args: &[String], what: &str) -> Result<()> {
     if out.status.success() {
         return Ok(());
     }
-    let last = super::last_error_line(&out);
+    let last = super::common::last_error_line(&out);
     Err(Error::Config(format!(
         "installing {what} into {py} failed: {}",
         last

@@ -4,7 +4,7 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::Telemetry;
+use super::hub::Telemetry;
 use crate::contract::Trajectory;
 
 /// How often a run sends its batch metrics.

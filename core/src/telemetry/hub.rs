@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TrySendError};
 
-use super::{build, RunInfo, Sink, SinkSpec};
+use super::sinks::build;
+use super::spec::{RunInfo, Sink, SinkSpec};
 use crate::contract::Trajectory;
 use crate::error::{Error, Result};
 

@@ -9,7 +9,7 @@ use base64::Engine as _;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde_json::{json, Value};
 
-use super::{RunInfo, Sink};
+use super::spec::{RunInfo, Sink};
 use crate::contract::{JsonMap, Trajectory};
 use crate::error::{Error, Result};
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{RunInfo, Sink};
+use super::spec::{RunInfo, Sink};
 use crate::contract::{fresh_id, JsonMap, ModelCall, Trajectory};
 use crate::error::{Error, Result};
 
@@ -37,14 +37,7 @@ const KEYS: &[&str] = &[
     "provider",
 ];
 
-/// Wire encoding of the OTLP requests.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Protocol {
-    /// `http/protobuf`: binary protobuf (the OTLP default).
-    Protobuf,
-    /// `http/json`: the OTLP JSON mapping (hex ids, integer enums).
-    Json,
-}
+pub use proto::Protocol;
 
 /// Where and how the sink exports, from the `OTEL_*` variables overridden by options.
 #[derive(Debug, Clone, PartialEq)]

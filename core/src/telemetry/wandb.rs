@@ -13,7 +13,7 @@ use base64::Engine as _;
 use serde_json::{json, Map, Value};
 
 use super::mlflow::{check_keys, episode_metrics, string_option};
-use super::{RunInfo, Sink};
+use super::spec::{RunInfo, Sink};
 use crate::contract::{JsonMap, Trajectory};
 use crate::error::{Error, Result};
 

@@ -3,7 +3,14 @@
 
 use serde_json::{json, Value};
 
-use super::Protocol;
+/// Wire encoding of the OTLP requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// `http/protobuf`: binary protobuf (the OTLP default).
+    Protobuf,
+    /// `http/json`: the OTLP JSON mapping (hex ids, integer enums).
+    Json,
+}
 
 /// An attribute value.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,0 +1,18 @@
+//! The table from a sink's name to its builder (its own module: the sinks import the interface
+//! in `spec`, and the hub imports this).
+
+use super::spec::{Sink, SinkSpec, SINKS};
+use crate::error::{Error, Result};
+
+/// Build the sink `spec` names; an unknown name is refused with the list of known ones.
+pub fn build(spec: &SinkSpec) -> Result<Box<dyn Sink>> {
+    match spec.name.as_str() {
+        "otel" | "opentelemetry" => super::otel::build(&spec.options),
+        "mlflow" => super::mlflow::build(&spec.options),
+        "wandb" => super::wandb::build(&spec.options),
+        other => Err(Error::Config(format!(
+            "unknown telemetry sink {other:?}; known: {}",
+            SINKS.join(", ")
+        ))),
+    }
+}
