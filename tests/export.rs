@@ -175,17 +175,7 @@ rows = [{k: ([fix(x) for x in v] if isinstance(v, list) else fix(v)) for k, v in
         for r in t.to_pylist()]
 print(json.dumps({"rows": rows, "types": {f.name: str(f.type) for f in t.schema}}))
 "#;
-    let out = Command::new(python)
-        .args(["-c", script])
-        .arg(path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = integrations::python_json(python, script, &[path.to_str().unwrap()]);
     (v["rows"].as_array().unwrap().clone(), v["types"].clone())
 }
 

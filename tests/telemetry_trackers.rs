@@ -14,6 +14,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use integrations::python_json;
 use nenyax::telemetry::mlflow::MlflowSink;
 use nenyax::telemetry::wandb::WandbSink;
 use nenyax::telemetry::{build, RunInfo, Sink, SinkSpec};
@@ -56,21 +57,6 @@ fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .unwrap()
         .port()
-}
-
-fn python_json(py: &str, script: &str, args: &[&str]) -> Value {
-    let out = Command::new(py)
-        .arg("-c")
-        .arg(script)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -21,3 +21,21 @@ pub fn python(name: &str) -> Option<String> {
         }
     }
 }
+
+/// Run `script` in `py` with `args` and parse what it prints as JSON; a failing script fails the
+/// test with its stderr.
+#[allow(dead_code)]
+pub fn python_json(py: &str, script: &str, args: &[&str]) -> serde_json::Value {
+    let out = std::process::Command::new(py)
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
