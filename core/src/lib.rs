@@ -46,6 +46,7 @@ pub mod openai;
 #[cfg(any(feature = "openenv", feature = "servers"))]
 #[cfg_attr(not(all(feature = "openenv", feature = "servers")), allow(dead_code))]
 mod openenv_wire;
+pub mod plugins;
 pub mod policy;
 mod random_policy;
 // Without the `servers` feature, a stand-in with the same names whose `ModelServer::start` says
