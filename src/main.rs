@@ -13,6 +13,7 @@ mod hubs_cmd;
 mod images_cmd;
 mod import_cmd;
 mod integrations_cmd;
+mod plugins_cmd;
 mod policy_args;
 mod run_summary;
 mod telemetry_args;
@@ -52,6 +53,9 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// List every plugin of every kind (built in, on PATH, in the plugins config), the extension
+    /// points (--kinds) or the public registry (--registry)
+    Plugins(plugins_cmd::PluginsArgs),
     /// List every provider, hub, telemetry sink, exporter, sandbox, learner and judge, whether it
     /// is ready here, and what it needs
     Integrations {
@@ -334,6 +338,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Integrations { json } => integrations_cmd::run(json).map(|()| ExitCode::SUCCESS),
+        Command::Plugins(args) => plugins_cmd::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Search {
             hub,
             query,
