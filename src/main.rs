@@ -56,6 +56,8 @@ enum Command {
     /// List every plugin of every kind (built in, on PATH, in the plugins config), the extension
     /// points (--kinds) or the public registry (--registry)
     Plugins(plugins_cmd::PluginsArgs),
+    /// Hold one plugin to its kind's conformance checks (exit 1 if it does not conform)
+    PluginCheck(plugins_cmd::PluginCheckArgs),
     /// List every provider, hub, telemetry sink, exporter, sandbox, learner and judge, whether it
     /// is ready here, and what it needs
     Integrations {
@@ -339,6 +341,13 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
         }
         Command::Integrations { json } => integrations_cmd::run(json).map(|()| ExitCode::SUCCESS),
         Command::Plugins(args) => plugins_cmd::run(&args).map(|()| ExitCode::SUCCESS),
+        Command::PluginCheck(args) => plugins_cmd::check(&args).map(|ok| {
+            if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }),
         Command::Search {
             hub,
             query,

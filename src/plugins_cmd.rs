@@ -108,3 +108,53 @@ pub fn run(args: &PluginsArgs) -> Result<(), Error> {
     }
     Ok(())
 }
+
+/// `nenyax plugin-check KIND NAME`: hold one plugin to its kind's conformance checks.
+#[derive(clap::Args)]
+pub struct PluginCheckArgs {
+    /// The plugin's kind: judge (drivers: `nenyax check URI`; sandboxes: `nenyax sandbox-check`)
+    kind: String,
+    /// Its name: a built-in judge type or a plugin's name from the plugins config
+    name: String,
+    /// Print JSON instead of a table
+    #[arg(long)]
+    json: bool,
+}
+
+/// Run the checks; exit status 1 when the plugin does not conform.
+pub fn check(args: &PluginCheckArgs) -> Result<bool, Error> {
+    let kind = Kind::parse(&args.kind).map_err(Error::Config)?;
+    let report = match kind {
+        Kind::Judge => {
+            let judge = plugins::conformance::judge_by_name(&args.name)?;
+            plugins::conformance::check_judge(&args.name, judge)
+        }
+        Kind::Driver => {
+            return Err(Error::Config(format!(
+                "drivers are checked on an environment: `nenyax check {}:TARGET --require audited`",
+                args.name
+            )))
+        }
+        Kind::Sandbox => {
+            return Err(Error::Config(format!(
+                "sandbox backends have their own check: `nenyax sandbox-check {}`",
+                args.name
+            )))
+        }
+        other => {
+            return Err(Error::Config(format!(
+                "{other}s take no third-party plugins yet, so there is no {other} conformance \
+                 check; `nenyax plugins --kinds` lists the kinds that do"
+            )))
+        }
+    };
+    if args.json {
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&report).expect("serialises")
+        )?;
+    } else {
+        crate::out(format_args!("{}", report.render()))?;
+    }
+    Ok(report.passed())
+}

@@ -3,6 +3,7 @@
 //! config or registered at run time through the C ABI (docs/plugins.md).
 
 pub mod config;
+pub mod conformance;
 pub mod kinds;
 pub mod registry;
 
