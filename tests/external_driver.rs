@@ -5,6 +5,7 @@
 //! die before the handshake are refused with what they printed.
 //!
 //! Without `go` the tests print why and pass, unless `NENYAX_REQUIRE_GO=1` (CI), where they fail.
+#![cfg(unix)]
 
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -303,4 +304,23 @@ fn a_built_in_scheme_wins_over_an_executable_of_the_same_name() {
         None,
     );
     assert!(o.status.success(), "{}", text(&o).1);
+}
+
+#[test]
+fn the_library_reports_path_source_and_version() {
+    use nenyax::plugins::external::ExternalDriver;
+    use nenyax::router::{Driver, Readiness};
+    let Some(dir) = go_driver_dir() else { return };
+    let exe = dir.join("nenyax-driver-gosums");
+    let d = ExternalDriver::new("gosums", vec![exe.display().to_string()], None, None).unwrap();
+    assert_eq!(d.path(), exe);
+    assert_eq!(d.source(), "PATH");
+    assert_eq!(d.readiness(), Readiness::Ready);
+    // The Go program's handshake says "version": "0.1.0".
+    assert_eq!(d.version().as_deref(), Some("0.1.0"));
+    let env = d
+        .load(&nenyax::uri::Uri::parse("gosums:sums?size=3&workers=1").unwrap())
+        .unwrap();
+    assert_eq!(env.manifest().num_tasks, Some(3));
+    assert_eq!(env.manifest().source_format, "gosums");
 }
