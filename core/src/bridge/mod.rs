@@ -245,12 +245,7 @@ impl Worker {
         let hello = w.read_line(config.timeout, "the handshake")?;
         let v: Value = match serde_json::from_str(&hello) {
             Ok(v @ Value::Object(_)) => v,
-            _ => {
-                return Err(w.fail(format!(
-                    "sent `{}` instead of a handshake (`{{\"nenyax_bridge\": {PROTOCOL}, ...}}`)",
-                    clip(&hello)
-                )))
-            }
+            _ => return Err(w.fail(not_a_handshake(&hello))),
         };
         match v.get("nenyax_bridge") {
             Some(theirs) if theirs.as_u64() == Some(PROTOCOL) => {}
@@ -262,12 +257,7 @@ impl Worker {
                 );
                 return Err(w.refuse(cause));
             }
-            None => {
-                return Err(w.fail(format!(
-                    "sent `{}` instead of a handshake (`{{\"nenyax_bridge\": {PROTOCOL}, ...}}`)",
-                    clip(&hello)
-                )))
-            }
+            None => return Err(w.fail(not_a_handshake(&hello))),
         }
         w.hello = v;
         Ok(w)
@@ -443,6 +433,16 @@ fn read_stderr(mut pipe: impl Read, mut keep: impl FnMut(String)) {
     if !line.is_empty() {
         emit(&mut line, &mut cut);
     }
+}
+
+/// What a worker whose first line is not a handshake is told it sent.
+fn not_a_handshake(line: &str) -> String {
+    let sent = if line.trim().is_empty() {
+        "an empty line".to_string()
+    } else {
+        format!("`{}`", clip(line))
+    };
+    format!("sent {sent} instead of a handshake (`{{\"nenyax_bridge\": {PROTOCOL}, ...}}`)")
 }
 
 fn clip(s: &str) -> String {
