@@ -1,7 +1,9 @@
 //! The Python bridge: Python-only frameworks run in child processes speaking JSON lines
 //! (docs/bridge.md), never inside the host, so no libpython is linked into a C++/Go/Julia
-//! trainer. A [`Pool`] keeps one environment instance per worker; a worker that dies, hangs past
-//! its timeout or answers garbage is killed and replaced, and only the call it was serving fails.
+//! trainer. The same workers run executable drivers in any language
+//! ([`BridgeConfig::command`], crate::plugins::external). A [`Pool`] keeps one environment
+//! instance per worker; a worker that dies, hangs past its timeout or answers garbage is killed
+//! and replaced, and only the call it was serving fails.
 
 use serde_json::{json, Map, Value};
 use std::collections::VecDeque;
