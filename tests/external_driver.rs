@@ -226,6 +226,44 @@ fn killed_driver_processes_fail_only_their_rollouts() {
 }
 
 #[test]
+fn hung_and_garbage_driver_processes_fail_only_their_rollouts() {
+    let Some(dir) = go_driver_dir() else { return };
+    let path = path_with(dir);
+    // 10 episodes over 5 tasks: task 2 hangs (timeout_s=1 ends it) and task 4 answers garbage,
+    // each twice.
+    let o = nenyax(
+        &[
+            "run",
+            "gosums:sums?size=5&workers=2&timeout_s=1&hang_task=2&garbage_task=4",
+            "--policy",
+            "oracle",
+            "-n",
+            "10",
+            "--concurrency",
+            "2",
+            "--episodes",
+        ],
+        &path,
+        None,
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("10 episodes, 4 errors"), "{out}");
+    assert!(out.contains("6 passed"), "{out}");
+    for (task, why) in [
+        ("2", "did not answer `step` within 1s"),
+        ("4", "answered `step` with garbage: panic: this is not JSON"),
+    ] {
+        let failed: Vec<&str> = out
+            .lines()
+            .filter(|l| l.contains(&format!(": task {task}, ")))
+            .collect();
+        assert_eq!(failed.len(), 2, "{out}");
+        assert!(failed.iter().all(|l| l.contains(why)), "{out}");
+    }
+}
+
+#[test]
 fn another_protocol_version_is_refused_naming_both() {
     let dir = script(
         "nenyax-driver-future",

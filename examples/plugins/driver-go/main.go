@@ -8,7 +8,8 @@
 //
 // Its one target, `sums`, is a set of small addition problems ("What is 12 + 7 + 30?"); the
 // reply is graded exactly. Parameters: `size` (tasks, default 20), `seed` (default 0) and, for
-// tests of crash recovery, `crash_task` (a task id whose step kills the process).
+// tests of crash recovery, `crash_task`, `hang_task` and `garbage_task` (a task id whose step
+// kills the process, never answers, or answers with a line that is not JSON).
 //
 // Standard library only: one JSON object per line in, one per line out.
 package main
@@ -22,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // protocol is the bridge protocol version this driver speaks; Nenyax refuses any other.
@@ -109,12 +111,14 @@ func makeTask(seed int64, i int) task {
 
 // driver is the loaded environment and the one live episode of this process.
 type driver struct {
-	tasks     []task
-	crashTask string
-	current   *task
-	done      bool
-	score     float64
-	got       interface{}
+	tasks       []task
+	crashTask   string
+	hangTask    string
+	garbageTask string
+	current     *task
+	done        bool
+	score       float64
+	got         interface{}
 }
 
 func (d *driver) load(r *request) (interface{}, error) {
@@ -122,7 +126,7 @@ func (d *driver) load(r *request) (interface{}, error) {
 		return nil, fail("UnknownTarget", "unknown target %q; this driver has one target: sums", r.Target)
 	}
 	size, seed := int64(20), int64(0)
-	accepted := []interface{}{"size", "seed", "crash_task"}
+	accepted := []interface{}{"size", "seed", "crash_task", "hang_task", "garbage_task"}
 	for k, v := range r.Params {
 		switch k {
 		case "size", "seed":
@@ -138,8 +142,12 @@ func (d *driver) load(r *request) (interface{}, error) {
 			}
 		case "crash_task":
 			d.crashTask = fmt.Sprint(v)
+		case "hang_task":
+			d.hangTask = fmt.Sprint(v)
+		case "garbage_task":
+			d.garbageTask = fmt.Sprint(v)
 		default:
-			e := fail("UnknownParameter", "unknown parameter %q for gosums:sums; accepted: size, seed, crash_task", k)
+			e := fail("UnknownParameter", "unknown parameter %q for gosums:sums; accepted: size, seed, crash_task, hang_task, garbage_task", k)
 			e.Extra = map[string]interface{}{"param": k, "accepted": accepted, "driver": "gosums"}
 			return nil, e
 		}
@@ -238,6 +246,17 @@ func (d *driver) step(r *request) (interface{}, error) {
 	if d.crashTask != "" && d.current.id == d.crashTask {
 		// For crash-recovery tests: die the hardest way, as a segfault or the OOM killer would.
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	}
+	if d.hangTask != "" && d.current.id == d.hangTask {
+		for { // stuck: the host's timeout_s must end it
+			time.Sleep(time.Hour)
+		}
+	}
+	if d.garbageTask != "" && d.current.id == d.garbageTask {
+		os.Stdout.WriteString("panic: this is not JSON\n")
+		for { // whatever comes next, the host has stopped listening
+			time.Sleep(time.Hour)
+		}
 	}
 	var action interface{}
 	if err := json.Unmarshal(r.Action, &action); err != nil || r.Action == nil {
