@@ -17,9 +17,10 @@ use std::sync::OnceLock;
 fn go_driver_dir() -> Option<&'static Path> {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let built = BUILT.get_or_init(|| {
-        let dir = tempfile::tempdir()
-            .map_err(|e| format!("no temporary folder: {e}"))?
-            .keep();
+        // Under target/tmp, rebuilt by each run (go build is incremental), never left in /tmp.
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("external-driver-go");
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/plugins/driver-go");
         let out = Command::new("go")
             .args(["build", "-o"])
