@@ -323,7 +323,7 @@ fn load(registry: &Registry, uri: &str) -> Result<Arc<dyn Environment>, Error> {
 }
 
 fn run(cli: Cli) -> Result<ExitCode, Error> {
-    let registry = Registry::with_builtins();
+    let registry = Registry::with_plugins();
     match cli.command {
         // Its own exit statuses: 1 for a run that failed, 2 for what the user wrote.
         Command::Train(args) => Ok(train_cmd::run(*args)),

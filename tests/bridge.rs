@@ -246,6 +246,7 @@ fn a_bridge_traceback_names_the_package_files() {
     use nenyax::bridge::{BridgeConfig, Worker};
     let config = BridgeConfig {
         python: std::env::var("NENYAX_PYTHON").unwrap(),
+        command: None,
         timeout: Duration::from_secs(120),
         workers: 1,
     };

@@ -249,8 +249,8 @@ pub fn try_check_uri(uri: &str, opts: &CheckOptions) -> Result<Report> {
     std::thread::scope(|s| {
         // The fresh instance for `reproducible_fresh` loads beside the first, so that two slow
         // loads (Python interpreters importing their framework) overlap instead of queueing.
-        let fresh = s.spawn(|| crate::router::Registry::with_builtins().load(uri));
-        let registry = crate::router::Registry::with_builtins();
+        let fresh = s.spawn(|| crate::router::Registry::with_plugins().load(uri));
+        let registry = crate::router::Registry::with_plugins();
         let env = registry.load(uri)?;
         let fresh = Mutex::new(Some(fresh));
         let factory = || -> Result<Arc<dyn Environment>> {

@@ -29,7 +29,7 @@ pub struct Registry {
 
 impl Default for Registry {
     fn default() -> Self {
-        Registry::with_builtins()
+        Registry::with_plugins()
     }
 }
 
@@ -46,6 +46,25 @@ impl Registry {
         let mut r = Registry::empty();
         for driver in crate::drivers::built_in() {
             r.register(driver);
+        }
+        r
+    }
+
+    /// The built-in drivers plus every executable driver found on `PATH` or in the plugins
+    /// config (crate::plugins::external) whose scheme no built-in driver has: a built-in
+    /// scheme always wins, so a stray `nenyax-driver-builtin` cannot take it over.
+    pub fn with_plugins() -> Self {
+        #[allow(unused_mut)]
+        let mut r = Registry::with_builtins();
+        #[cfg(feature = "python")]
+        for driver in crate::plugins::external::discover() {
+            let known = r.driver(driver.scheme()).is_some()
+                || crate::drivers::LEFT_OUT
+                    .iter()
+                    .any(|l| l.scheme == driver.scheme());
+            if !known {
+                r.drivers.push(Box::new(driver));
+            }
         }
         r
     }
@@ -127,9 +146,9 @@ impl Registry {
     }
 }
 
-/// Load an environment by URI with the built-in drivers.
+/// Load an environment by URI with the built-in drivers and the executable ones found here.
 pub fn load(uri: &str) -> Result<Arc<dyn Environment>> {
-    Registry::with_builtins().load(uri)
+    Registry::with_plugins().load(uri)
 }
 
 #[cfg(test)]

@@ -54,9 +54,9 @@ pub unsafe extern "C" fn nenyax_env_load(
 ) -> *mut nenyax_error_t {
     boundary(|| {
         let uri = str_arg(uri, uri_len, "uri")?;
-        let env = Registry::with_builtins().load(uri)?;
+        let env = Registry::with_plugins().load(uri)?;
         let uri = uri.to_string();
-        let factory: Factory = Arc::new(move || Registry::with_builtins().load(&uri));
+        let factory: Factory = Arc::new(move || Registry::with_plugins().load(&uri));
         out_param(out, boxed(env_handle(env, Vec::new(), factory)))
     })
 }

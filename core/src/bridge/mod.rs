@@ -1,7 +1,9 @@
 //! The Python bridge: Python-only frameworks run in child processes speaking JSON lines
 //! (docs/bridge.md), never inside the host, so no libpython is linked into a C++/Go/Julia
-//! trainer. A [`Pool`] keeps one environment instance per worker; a worker that dies, hangs past
-//! its timeout or answers garbage is killed and replaced, and only the call it was serving fails.
+//! trainer. The same workers run executable drivers in any language
+//! ([`BridgeConfig::command`], crate::plugins::external). A [`Pool`] keeps one environment
+//! instance per worker; a worker that dies, hangs past its timeout or answers garbage is killed
+//! and replaced, and only the call it was serving fails.
 
 use serde_json::{json, Map, Value};
 use std::collections::VecDeque;
@@ -27,18 +29,57 @@ pub const PROTOCOL: u64 = 1;
 /// How to start workers.
 #[derive(Debug, Clone)]
 pub struct BridgeConfig {
-    /// The interpreter.
+    /// The interpreter (of the Python bridge; unused when `command` is set).
     pub python: String,
+    /// An executable driver's program and arguments, started instead of the Python bridge
+    /// package (docs/bridge.md, "Drivers in any language"); `None` runs `python -u -m
+    /// nenyax_bridge`.
+    pub command: Option<Vec<String>>,
     /// Longest wait for one reply (and for the handshake plus load of a new worker).
     pub timeout: Duration,
     /// Most workers at once.
     pub workers: usize,
 }
 
+impl BridgeConfig {
+    /// What workers run, as one string: the identity of a worker for reuse between pools.
+    fn program(&self) -> String {
+        match &self.command {
+            Some(c) => format!("command {c:?}"),
+            None => self.python.clone(),
+        }
+    }
+
+    /// What runs: "python bridge", or an executable driver's program file name.
+    fn name(&self) -> String {
+        match self.command.as_ref().and_then(|c| c.first()) {
+            Some(exe) => program_name(exe),
+            None => "python bridge".into(),
+        }
+    }
+
+    /// How errors name a worker: the Python bridge, or the executable driver by its program.
+    fn label(&self) -> String {
+        match &self.command {
+            Some(_) => format!("driver `{}`", self.name()),
+            None => self.name(),
+        }
+    }
+}
+
+/// An executable's file name (what a user recognises in an error), else the path as given.
+fn program_name(exe: &str) -> String {
+    std::path::Path::new(exe)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| exe.to_string())
+}
+
 impl Default for BridgeConfig {
     fn default() -> Self {
         BridgeConfig {
             python: default_python(),
+            command: None,
             timeout: Duration::from_secs(300),
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
         }
@@ -80,6 +121,35 @@ fn spin_us() -> u64 {
         .unwrap_or(200)
 }
 
+/// `python -u -m nenyax_bridge` with the package on `PYTHONPATH` and Python's own hygiene.
+fn python_command(python: &str) -> Result<Command> {
+    // The package's directory first on PYTHONPATH (the worker takes it off again for the
+    // programs it starts), the caller's entries after it.
+    let mut pythonpath = package::dir()?.as_os_str().to_owned();
+    if let Some(theirs) = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty()) {
+        pythonpath.push(package::PATH_SEP);
+        pythonpath.push(theirs);
+    }
+    let mut cmd = Command::new(python);
+    cmd.args(["-u", "-m", package::MODULE])
+        .env("PYTHONPATH", pythonpath)
+        .env("PYTHONHASHSEED", "0")
+        .env("PYTHONUNBUFFERED", "1");
+    Ok(cmd)
+}
+
+/// An executable driver: its program and arguments, nothing language-specific.
+fn external_command(command: &[String]) -> Result<Command> {
+    let Some((program, args)) = command.split_first() else {
+        return Err(Error::Config(
+            "an executable driver's command is empty; give at least the program".into(),
+        ));
+    };
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    Ok(cmd)
+}
+
 /// One child process.
 pub struct Worker {
     child: Child,
@@ -91,6 +161,12 @@ pub struct Worker {
     dead: Option<String>,
     /// The cap on a reply line, for the message when a worker breaks it.
     max_line: u64,
+    /// How errors name this worker ("python bridge", "driver `nenyax-driver-acme`").
+    label: String,
+    /// What runs ("python bridge", "nenyax-driver-acme"), for a typed DriverUnavailable.
+    name: String,
+    /// The handshake line it sent, parsed.
+    hello: Value,
 }
 
 const STDERR_LINES: usize = 40;
@@ -98,18 +174,11 @@ const STDERR_LINES: usize = 40;
 impl Worker {
     /// Start a worker and wait for its handshake.
     pub fn spawn(config: &BridgeConfig) -> Result<Worker> {
-        // The package's directory first on PYTHONPATH (the worker takes it off again for the
-        // programs it starts), the caller's entries after it.
-        let mut pythonpath = package::dir()?.as_os_str().to_owned();
-        if let Some(theirs) = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty()) {
-            pythonpath.push(package::PATH_SEP);
-            pythonpath.push(theirs);
-        }
-        let mut child = Command::new(&config.python)
-            .args(["-u", "-m", package::MODULE])
-            .env("PYTHONPATH", pythonpath)
-            .env("PYTHONHASHSEED", "0")
-            .env("PYTHONUNBUFFERED", "1")
+        let mut cmd = match &config.command {
+            Some(command) => external_command(command)?,
+            None => python_command(&config.python)?,
+        };
+        let mut child = cmd
             // One worker per core already: numerical libraries must not start a thread pool
             // per worker as well (OpenBLAS's idle threads spin).
             .env("OPENBLAS_NUM_THREADS", "1")
@@ -120,13 +189,23 @@ impl Worker {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| Error::DriverUnavailable {
-                driver: "python bridge".into(),
-                missing: format!(
-                    "cannot start the interpreter `{}` ({e}); install Python 3.10+ or set \
-                     NENYAX_PYTHON",
-                    config.python
-                ),
+            .map_err(|e| match &config.command {
+                Some(command) => Error::DriverUnavailable {
+                    driver: program_name(&command[0]),
+                    missing: format!(
+                        "cannot start the driver executable `{}` ({e}); check that it exists \
+                         and is executable, or fix its `command` in the plugins config",
+                        command[0]
+                    ),
+                },
+                None => Error::DriverUnavailable {
+                    driver: "python bridge".into(),
+                    missing: format!(
+                        "cannot start the interpreter `{}` ({e}); install Python 3.10+ or set \
+                         NENYAX_PYTHON",
+                        config.python
+                    ),
+                },
             })?;
         let stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
@@ -161,14 +240,47 @@ impl Worker {
             timeout: config.timeout,
             dead: None,
             max_line,
+            label: config.label(),
+            name: config.name(),
+            hello: Value::Null,
         };
         let hello = w.read_line(config.timeout, "the handshake")?;
-        let v: Value = serde_json::from_str(&hello)
-            .map_err(|_| w.fail(format!("sent `{hello}` instead of a handshake")))?;
-        if v.get("nenyax_bridge").and_then(Value::as_u64) != Some(PROTOCOL) {
-            return Err(w.fail(format!("speaks another protocol: {hello}")));
+        let v: Value = match serde_json::from_str(&hello) {
+            Ok(v @ Value::Object(_)) => v,
+            _ => return Err(w.fail(not_a_handshake(&hello))),
+        };
+        match v.get("nenyax_bridge") {
+            Some(theirs) if theirs.as_u64() == Some(PROTOCOL) => {}
+            Some(theirs) => {
+                let cause = format!(
+                    "speaks bridge protocol {theirs}; this Nenyax speaks {PROTOCOL}; use a driver \
+                     built for protocol {PROTOCOL} or a Nenyax that speaks {theirs} \
+                     (docs/bridge.md)"
+                );
+                return Err(w.refuse(cause));
+            }
+            None => return Err(w.fail(not_a_handshake(&hello))),
         }
+        w.hello = v;
         Ok(w)
+    }
+
+    /// The handshake the worker sent (`{"nenyax_bridge": 1, ...}`), e.g. for a driver's version.
+    pub fn hello(&self) -> &Value {
+        &self.hello
+    }
+
+    /// Stop a worker that cannot be used at all (another protocol): an error naming what it is,
+    /// not that it "was replaced", since a new one would be refused the same way.
+    fn refuse(&mut self, cause: String) -> Error {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let msg = format!("{} {cause}", self.label);
+        self.dead = Some(msg.clone());
+        Error::DriverUnavailable {
+            driver: self.name.clone(),
+            missing: msg,
+        }
     }
 
     /// The last lines the child wrote to stderr.
@@ -189,7 +301,8 @@ impl Worker {
         std::thread::sleep(Duration::from_millis(20));
         let tail = self.stderr_tail();
         let msg = format!(
-            "python bridge worker (pid {}) {cause}; it was replaced{}",
+            "{} worker (pid {}) {cause}; it was replaced{}",
+            self.label,
             self.child.id(),
             if tail.is_empty() {
                 String::new()
@@ -324,6 +437,16 @@ fn read_stderr(mut pipe: impl Read, mut keep: impl FnMut(String)) {
     }
 }
 
+/// What a worker whose first line is not a handshake is told it sent.
+fn not_a_handshake(line: &str) -> String {
+    let sent = if line.trim().is_empty() {
+        "an empty line".to_string()
+    } else {
+        format!("`{}`", clip(line))
+    };
+    format!("sent {sent} instead of a handshake (`{{\"nenyax_bridge\": {PROTOCOL}, ...}}`)")
+}
+
 fn clip(s: &str) -> String {
     s.chars().take(200).collect()
 }
@@ -391,16 +514,16 @@ fn spares() -> std::sync::MutexGuard<'static, Spares> {
 /// for the next pool that starts a worker with the same interpreter, while a [`Recycling`]
 /// scope is open: loading an environment probes its driver first, and that interpreter then
 /// serves the load instead of a second one being started.
-pub(crate) fn keep_probed(w: Worker, python: &str) {
+pub(crate) fn keep_probed(w: Worker, config: &BridgeConfig) {
     let mut s = spares();
     if s.scopes > 0 && s.idle.len() < MAX_SPARES && !w.is_dead() {
-        s.idle.push((format!("probed\n{python}"), w));
+        s.idle.push((format!("probed\n{}", config.program()), w));
     }
 }
 
 /// A worker kept by [`keep_probed`] for `config`'s interpreter, else a new one.
 fn spawn_or_reuse(config: &BridgeConfig) -> Result<Worker> {
-    let key = format!("probed\n{}", config.python);
+    let key = format!("probed\n{}", config.program());
     let kept = {
         let mut s = spares();
         let i = s.idle.iter().position(|(k, _)| *k == key);
@@ -533,7 +656,9 @@ impl Pool {
     fn key(&self) -> String {
         format!(
             "{}\n{:?}\n{}",
-            self.config.python, self.config.timeout, self.load
+            self.config.program(),
+            self.config.timeout,
+            self.load
         )
     }
 

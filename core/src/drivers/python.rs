@@ -86,12 +86,13 @@ impl BridgeDriver {
     fn probe(&self, python: String) -> Readiness {
         let config = BridgeConfig {
             python,
+            command: None,
             workers: 1,
             timeout: Duration::from_secs(30),
         };
         let probe = Worker::spawn(&config).and_then(|mut w| {
             let v = w.call("probe", json!({"packages": [self.package]}))?;
-            crate::bridge::keep_probed(w, &config.python);
+            crate::bridge::keep_probed(w, &config);
             Ok(v)
         });
         match probe {
@@ -142,77 +143,113 @@ impl Driver for BridgeDriver {
     }
 
     fn load(&self, uri: &Uri) -> Result<Arc<dyn Environment>> {
-        let mut config = BridgeConfig::default();
-        let mut params = Map::new();
-        for (k, v) in &uri.params {
-            match k.as_str() {
-                "workers" => {
-                    config.workers =
-                        v.as_u64()
-                            .filter(|n| (1..=256).contains(n))
-                            .ok_or_else(|| Error::InvalidParameter {
-                                driver: self.scheme.into(),
-                                param: "workers".into(),
-                                value: v.to_string(),
-                                expected: "an integer from 1 to 256".into(),
-                            })? as usize
-                }
-                "python" => {
-                    config.python = v
-                        .as_str()
-                        .filter(|p| !p.is_empty())
-                        .ok_or_else(|| Error::InvalidParameter {
-                            driver: self.scheme.into(),
-                            param: "python".into(),
-                            value: v.to_string(),
-                            expected: "the path of a Python interpreter".into(),
-                        })?
-                        .to_string()
-                }
-                "timeout_s" => {
-                    config.timeout = crate::limits::seconds(v.as_f64().unwrap_or(f64::NAN), false)
-                        .map_err(|expected| Error::InvalidParameter {
-                            driver: self.scheme.into(),
-                            param: "timeout_s".into(),
-                            value: uri.raw_param("timeout_s").unwrap_or_else(|| v.to_string()),
-                            expected,
-                        })?;
-                }
-                _ => {
-                    params.insert(k.clone(), v.clone());
-                }
+        load_bridged(
+            &Bridged {
+                scheme: self.scheme,
+                command: None,
+            },
+            uri,
+        )
+    }
+}
+
+/// A driver whose environments live in bridge workers: one of the Python bridge's, or an
+/// executable driver (crate::plugins::external), which share the loading and the environment.
+#[derive(Debug, Clone)]
+pub(crate) struct Bridged {
+    /// The URI scheme, also the `driver` of the `load` request and the manifest's format.
+    pub scheme: &'static str,
+    /// An executable driver's program and arguments; `None` for the Python bridge. An
+    /// executable driver has no `python` parameter (it is passed through to it like any
+    /// other) and judges through its `judge` op.
+    pub command: Option<Vec<String>>,
+}
+
+/// Start a pool for `uri` (the bridge parameters taken out, the rest sent to `load` as
+/// `params`) and wrap its first `load` reply as an environment.
+pub(crate) fn load_bridged(b: &Bridged, uri: &Uri) -> Result<Arc<dyn Environment>> {
+    let scheme = b.scheme;
+    let mut config = BridgeConfig {
+        command: b.command.clone(),
+        ..BridgeConfig::default()
+    };
+    let mut params = Map::new();
+    for (k, v) in &uri.params {
+        match k.as_str() {
+            "workers" => {
+                config.workers = v
+                    .as_u64()
+                    .filter(|n| (1..=256).contains(n))
+                    .ok_or_else(|| Error::InvalidParameter {
+                        driver: scheme.into(),
+                        param: "workers".into(),
+                        value: v.to_string(),
+                        expected: "an integer from 1 to 256".into(),
+                    })? as usize
+            }
+            "python" if b.command.is_none() => {
+                config.python = v
+                    .as_str()
+                    .filter(|p| !p.is_empty())
+                    .ok_or_else(|| Error::InvalidParameter {
+                        driver: scheme.into(),
+                        param: "python".into(),
+                        value: v.to_string(),
+                        expected: "the path of a Python interpreter".into(),
+                    })?
+                    .to_string()
+            }
+            "timeout_s" => {
+                config.timeout = crate::limits::seconds(v.as_f64().unwrap_or(f64::NAN), false)
+                    .map_err(|expected| Error::InvalidParameter {
+                        driver: scheme.into(),
+                        param: "timeout_s".into(),
+                        value: uri.raw_param("timeout_s").unwrap_or_else(|| v.to_string()),
+                        expected,
+                    })?;
+            }
+            _ => {
+                params.insert(k.clone(), v.clone());
             }
         }
-        let load = json!({"driver": self.scheme, "target": uri.target, "params": params});
-        let pool = Pool::new(config, load);
-        let info = pool.start().map_err(|e| match e {
-            Error::UnknownParameter {
-                param, accepted, ..
-            } => Error::UnknownParameter {
-                driver: self.scheme.into(),
-                suggestion: crate::error::suggest(&param, accepted.iter().map(String::as_str)),
-                param,
-                accepted,
-            },
-            Error::UnknownTarget { available, .. } => Error::UnknownTarget {
-                driver: self.scheme.into(),
-                target: uri.target.clone(),
-                available,
-            },
-            // The framework refused the configuration (e.g. min_terms > max_terms).
-            Error::Config(m) => Error::Config(format!("{}: {m}", uri.raw)),
-            other => other,
-        })?;
-        if self.scheme == "verifiers" {
-            return Ok(Arc::new(VerifiersEnv::new(&uri.raw, pool, &info)?));
-        }
-        Ok(Arc::new(BridgedEnv::new(
-            self.scheme,
-            &uri.raw,
-            pool,
-            &info,
-        )))
     }
+    let load = json!({"driver": scheme, "target": uri.target, "params": params});
+    let pool = Pool::new(config, load);
+    let info = pool.start().map_err(|e| match e {
+        Error::UnknownParameter {
+            param, accepted, ..
+        } => Error::UnknownParameter {
+            driver: scheme.into(),
+            suggestion: crate::error::suggest(&param, accepted.iter().map(String::as_str)),
+            param,
+            accepted,
+        },
+        Error::UnknownTarget { available, .. } => Error::UnknownTarget {
+            driver: scheme.into(),
+            target: uri.target.clone(),
+            available,
+        },
+        // The framework refused the configuration (e.g. min_terms > max_terms).
+        Error::Config(m) => Error::Config(format!("{}: {m}", uri.raw)),
+        // An executable driver that cannot run (another protocol version) is this scheme's.
+        Error::DriverUnavailable { missing, .. } if b.command.is_some() => {
+            Error::DriverUnavailable {
+                driver: scheme.into(),
+                missing,
+            }
+        }
+        other => other,
+    })?;
+    if scheme == "verifiers" && b.command.is_none() {
+        return Ok(Arc::new(VerifiersEnv::new(&uri.raw, pool, &info)?));
+    }
+    Ok(Arc::new(BridgedEnv::new(
+        scheme,
+        b.command.is_some(),
+        &uri.raw,
+        pool,
+        &info,
+    )))
 }
 
 struct BridgedEnv {
@@ -224,10 +261,14 @@ struct BridgedEnv {
     /// What the oracle does in each task, learnt when an episode of it starts; read by the
     /// reference policy so the answer never appears in an observation.
     references: Arc<Mutex<HashMap<String, Value>>>,
+    /// An executable driver's: judged by its `judge` op rather than from the steps.
+    external: bool,
+    /// The action that answers nothing, from `load`'s `null_action` (for the audit).
+    null_action: Option<Value>,
 }
 
 impl BridgedEnv {
-    fn new(driver: &'static str, id: &str, pool: Arc<Pool>, info: &Value) -> Self {
+    fn new(driver: &'static str, external: bool, id: &str, pool: Arc<Pool>, info: &Value) -> Self {
         let s = |k: &str| info.get(k).and_then(Value::as_str).map(str::to_string);
         let mut m = Manifest::new(
             id,
@@ -268,6 +309,8 @@ impl BridgedEnv {
                 .and_then(Value::as_u64)
                 .unwrap_or(10_000) as usize,
             references: Arc::new(Mutex::new(HashMap::new())),
+            external,
+            null_action: info.get("null_action").cloned(),
         }
     }
 }
@@ -322,7 +365,8 @@ impl Environment for BridgedEnv {
         }
         Ok(Box::new(BridgedEpisode {
             driver: self.driver,
-            lease,
+            external: self.external,
+            lease: Mutex::new(lease),
             obs,
             task,
             env_id: self.manifest.id.clone(),
@@ -349,7 +393,10 @@ impl Environment for BridgedEnv {
     }
 
     fn null_policy(&self, _task: Option<&TaskRef>) -> Option<Policy> {
-        (self.driver == "reasoning_gym").then(|| Policy::constant(json!("")))
+        if let Some(action) = &self.null_action {
+            return Some(Policy::constant(action.clone()));
+        }
+        (self.driver == "reasoning_gym" && !self.external).then(|| Policy::constant(json!("")))
     }
 
     fn probe_policy(&self) -> Option<Policy> {
@@ -424,7 +471,9 @@ fn random_policy(schema: &Map<String, Value>) -> Option<Policy> {
 
 struct BridgedEpisode {
     driver: &'static str,
-    lease: Lease,
+    external: bool,
+    /// In a mutex only because `judge` takes `&self` and an executable driver judges remotely.
+    lease: Mutex<Lease>,
     obs: Observation,
     task: Option<TaskRef>,
     env_id: String,
@@ -438,6 +487,8 @@ impl Episode for BridgedEpisode {
     fn act(&mut self, action: &Value) -> Result<Step> {
         let r = self
             .lease
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
             .call("step", json!({"action": action}))
             .map_err(|e| match e {
                 Error::InvalidAction { reason, .. } => Error::InvalidAction {
@@ -466,6 +517,9 @@ impl Episode for BridgedEpisode {
     }
 
     fn judge(&self, steps: &[Step]) -> Result<Judgment> {
+        if self.external {
+            return self.judge_remote();
+        }
         // Both verdicts are in the steps already: reasoning-gym's one step carries the
         // dataset's own score_answer, and Gymnasium's verdict is the return.
         let score: f64 = steps.iter().map(|s| s.reward).sum();
@@ -489,5 +543,25 @@ impl Episode for BridgedEpisode {
 
     fn task(&self) -> Option<TaskRef> {
         self.task.clone()
+    }
+}
+
+impl BridgedEpisode {
+    /// An executable driver's own verdict (its `judge` op). `judge` takes `&self` but the
+    /// worker needs `&mut`; the episode holds the only lease to it, so no one else waits on it.
+    fn judge_remote(&self) -> Result<Judgment> {
+        let v = self
+            .lease
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .call("judge", json!({}))?;
+        let j: Judgment = parse("judge", v)?;
+        if !j.score.is_finite() {
+            return Err(Error::Environment(format!(
+                "driver `{}` judged a score of {}; a score must be finite",
+                self.driver, j.score
+            )));
+        }
+        Ok(j)
     }
 }

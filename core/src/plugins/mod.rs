@@ -4,6 +4,8 @@
 
 pub mod config;
 pub mod conformance;
+#[cfg(feature = "python")]
+pub mod external;
 pub mod kinds;
 pub mod registry;
 
@@ -69,32 +71,8 @@ pub struct Installed {
 /// shows everything else.
 pub fn installed() -> Vec<Installed> {
     let mut out = built_in();
-    match config::entries() {
-        Ok(entries) => out.extend(entries.into_iter().map(|e| {
-            Installed {
-                kind: e.kind,
-                name: match e.kind {
-                    Kind::Driver => e.scheme().to_string(),
-                    _ => e.name.clone(),
-                },
-                version: None,
-                origin: Origin::Config(e.source.clone()),
-                summary: e.summary.clone().unwrap_or_else(|| match &e.library {
-                    Some(lib) => format!("library {}", lib.display()),
-                    None => format!("executable {}", e.command.join(" ")),
-                }),
-                ready: match &e.library {
-                    Some(lib) => lib.exists(),
-                    None => true,
-                },
-                needs: e
-                    .library
-                    .as_ref()
-                    .filter(|lib| !lib.exists())
-                    .map(|lib| format!("{} does not exist", lib.display())),
-            }
-        })),
-        Err(e) => out.push(Installed {
+    let entries = config::entries().unwrap_or_else(|e| {
+        out.push(Installed {
             kind: Kind::Driver,
             name: "(plugins config)".into(),
             version: None,
@@ -102,9 +80,81 @@ pub fn installed() -> Vec<Installed> {
             summary: "the plugins config does not parse".into(),
             ready: false,
             needs: Some(e.to_string()),
-        }),
+        });
+        Vec::new()
+    });
+    #[cfg(feature = "python")]
+    out.extend(executable_drivers(&out));
+    for e in entries {
+        let executable = e.kind == Kind::Driver && !e.command.is_empty();
+        if executable && cfg!(feature = "python") {
+            continue; // listed by executable_drivers
+        }
+        let missing = match &e.library {
+            Some(lib) if !lib.exists() => Some(format!("{} does not exist", lib.display())),
+            _ if executable => Some(
+                "executable drivers run in the bridge's workers, which this build left out \
+                 (rebuild with `--features python`)"
+                    .to_string(),
+            ),
+            _ => None,
+        };
+        out.push(Installed {
+            kind: e.kind,
+            name: match e.kind {
+                Kind::Driver => e.scheme().to_string(),
+                _ => e.name.clone(),
+            },
+            version: None,
+            origin: Origin::Config(e.source.clone()),
+            summary: e.summary.clone().unwrap_or_else(|| match &e.library {
+                Some(lib) => format!("library {}", lib.display()),
+                None => format!("executable {}", e.command.join(" ")),
+            }),
+            ready: missing.is_none(),
+            needs: missing,
+        });
     }
     out
+}
+
+/// The executable drivers on PATH and in the plugins config, each asked for its version (its
+/// handshake); one a built-in scheme shadows is listed as not usable, with why.
+#[cfg(feature = "python")]
+fn executable_drivers(built_in: &[Installed]) -> Vec<Installed> {
+    use crate::driver::{Driver, Readiness};
+    external::discover()
+        .into_iter()
+        .map(|d| {
+            let shadowed = built_in
+                .iter()
+                .any(|b| b.kind == Kind::Driver && b.name == d.scheme());
+            let needs = if shadowed {
+                Some(format!(
+                    "shadowed: the built-in `{}` driver takes this scheme; rename the \
+                     executable or give it another `scheme` in the plugins config",
+                    d.scheme()
+                ))
+            } else {
+                match d.readiness() {
+                    Readiness::Ready => None,
+                    Readiness::Missing(m) => Some(m),
+                }
+            };
+            Installed {
+                kind: Kind::Driver,
+                name: d.scheme().to_string(),
+                version: if needs.is_none() { d.version() } else { None },
+                origin: match d.config() {
+                    Some(c) => Origin::Config(c.to_path_buf()),
+                    None => Origin::Path(d.path().to_path_buf()),
+                },
+                summary: d.summary().to_string(),
+                ready: needs.is_none(),
+                needs,
+            }
+        })
+        .collect()
 }
 
 /// The plugins compiled into this build, one row per driver, sandbox backend, judge, learner,

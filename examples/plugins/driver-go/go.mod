@@ -1,0 +1,3 @@
+module example.com/nenyax-driver-gosums
+
+go 1.21
