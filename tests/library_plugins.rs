@@ -230,7 +230,7 @@ fn an_unknown_plugin_name_says_where_it_looked() {
     let err = text(&o.stderr);
     assert!(err.contains("no judge plugin named `nope`"), "{err}");
     assert!(err.contains(&config.display().to_string()), "{err}");
-    assert!(err.contains("judge plugins: exact_answer"), "{err}");
+    assert!(err.contains("known judge plugins: exact_answer"), "{err}");
 }
 
 fn trajectory(answer: &str, reply: &str) -> Trajectory {

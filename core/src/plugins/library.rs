@@ -170,7 +170,8 @@ fn add_locked(reg: &mut Registry, found: Vec<Loaded>) -> Result<()> {
             .find(|q| q.info.kind == p.info.kind && q.info.name == p.info.name);
         if let Some(q) = clash {
             return Err(Error::Config(format!(
-                "{} plugin `{}` from {} clashes with the one from {}; give one of them another name",
+                "{} plugin `{}` ({}) clashes with one of that name already loaded ({}); give one \
+                 of them another name",
                 p.info.kind, p.info.name, p.info.source, q.info.source
             )));
         }
@@ -199,9 +200,10 @@ unsafe fn text(p: *const c_char, what: &str, whose: &str) -> Result<String> {
 /// # Safety
 /// `d` is NULL or points to a readable descriptor (its first field at least).
 unsafe fn validate(d: *const nenyax_plugin_t, source: &str, label: Option<&str>) -> Result<Loaded> {
-    let who = |name: Option<&str>| match name.or(label) {
-        Some(n) => format!("plugin `{n}` ({source})"),
-        None => format!("a plugin in {source}"),
+    let who = |name: Option<&str>| match (name.or(label), source == REGISTERED_SOURCE) {
+        (Some(n), _) => format!("plugin `{n}` ({source})"),
+        (None, true) => format!("a plugin {source}"),
+        (None, false) => format!("a plugin in {source}"),
     };
     if d.is_null() {
         return Err(Error::Config(format!(
@@ -289,14 +291,14 @@ pub fn find_judge(name: &str) -> Result<Arc<dyn Judge>> {
             )
             .collect();
         return Err(Error::Config(format!(
-            "no judge plugin named `{name}`: none was registered through the C ABI and {} lists \
-             none ({}); add a [[plugin]] with name = \"{name}\", kind = \"judge\", library = \
+            "no judge plugin named `{name}`: it is not registered through the C ABI nor listed in \
+             {} ({}); add a [[plugin]] with name = \"{name}\", kind = \"judge\", library = \
              \"path/to/lib.so\" there (docs/plugins-abi.md)",
             config.display(),
             if judges.is_empty() {
                 "there are no judge plugins".to_string()
             } else {
-                format!("judge plugins: {}", judges.join(", "))
+                format!("known judge plugins: {}", judges.join(", "))
             }
         )));
     };
