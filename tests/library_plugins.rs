@@ -347,3 +347,18 @@ fn defective_descriptors_are_refused_with_what_is_wrong() {
         "{e}"
     );
 }
+
+#[test]
+fn use_belongs_to_plugin_judges_and_plugin_judges_need_it() {
+    let err = |json: &str| match nenyax::judges::judge_from_json(json) {
+        Ok(_) => panic!("{json} was accepted"),
+        Err(e) => e,
+    };
+    let e = err(r#"{"type": "exact", "use": "exact_answer"}"#);
+    assert_eq!(e.kind(), "ConfigError");
+    assert!(e.to_string().contains("write type = \"plugin\""), "{e}");
+    let e = err(r#"{"type": "plugin"}"#);
+    assert!(e.to_string().contains("needs `use`"), "{e}");
+    let e = err(r#"{"type": "plugin", "use": "x", "extract": "sideways"}"#);
+    assert_eq!(e.kind(), "ConfigError", "{e}");
+}

@@ -109,6 +109,12 @@ pub fn judge_from_spec(spec: &JudgeSpec) -> Result<(Arc<dyn Judge>, Option<Extra
     let extract = |default: Extract| -> Result<Extract> {
         spec.extract.as_deref().map_or(Ok(default), Extract::parse)
     };
+    if spec.use_.is_some() && spec.kind != "plugin" {
+        return Err(Error::Config(format!(
+            "`use` picks a judge plugin, but this judge's type is `{}`; write type = \"plugin\"",
+            spec.kind
+        )));
+    }
     Ok(match spec.kind.as_str() {
         "exact" => {
             let e = extract(Extract::AnswerTag)?;
