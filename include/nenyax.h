@@ -201,12 +201,9 @@ typedef enum nenyax_status_t {
   NENYAX_STATUS_TRAINING = 25,
 } nenyax_status_t;
 
-// What a plugin extends, the value of `nenyax_plugin_t.kind`; values are fixed forever.
-enum nenyax_plugin_kind_t
-#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
-  : uint32_t
-#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
- {
+// What a plugin extends, the value of `nenyax_plugin_t.kind` (a uint32_t); values are fixed
+// forever.
+typedef enum nenyax_plugin_kind_t {
   // Loads environments of a native format (drivers come as executables for now).
   NENYAX_PLUGIN_KIND_DRIVER = 1,
   // Runs commands in isolation (not loadable from libraries yet).
@@ -221,14 +218,7 @@ enum nenyax_plugin_kind_t
   NENYAX_PLUGIN_KIND_HUB = 6,
   // A telemetry sink (not loadable from libraries yet).
   NENYAX_PLUGIN_KIND_TELEMETRY = 7,
-};
-#ifndef __cplusplus
-#if __STDC_VERSION__ >= 202311L
-typedef enum nenyax_plugin_kind_t nenyax_plugin_kind_t;
-#else
-typedef uint32_t nenyax_plugin_kind_t;
-#endif // __STDC_VERSION__ >= 202311L
-#endif // __cplusplus
+} nenyax_plugin_kind_t;
 
 // A loaded environment (any format). Thread-safe: `const` functions may run concurrently.
 typedef struct nenyax_env_t nenyax_env_t;
@@ -1128,6 +1118,6 @@ extern "C" {
    * provides; see nenyax_plugin_entry_fn and docs/plugins-abi.md. */
   int32_t nenyax_plugin_entry(uint32_t host_abi_version, const nenyax_plugin_t **plugins, size_t *count);
 #ifdef __cplusplus
-}
+}  // extern "C"
 #endif
 #endif

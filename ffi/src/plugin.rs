@@ -26,8 +26,9 @@ pub const NENYAX_JUDGE_VTABLE_VERSION: u32 = 1;
 /// without it the library makes one call at a time (from any thread).
 pub const NENYAX_PLUGIN_THREAD_SAFE: u32 = 1;
 
-/// What a plugin extends, the value of `nenyax_plugin_t.kind`; values are fixed forever.
-#[repr(u32)]
+/// What a plugin extends, the value of `nenyax_plugin_t.kind` (a uint32_t); values are fixed
+/// forever.
+#[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum nenyax_plugin_kind_t {
     /// Loads environments of a native format (drivers come as executables for now).
