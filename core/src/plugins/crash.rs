@@ -81,28 +81,46 @@ pub(crate) fn ensure_crash_handler() {
     });
 }
 
-/// Async-signal-safe: write the prepared message, put the previous handler back and return, so
-/// the faulting instruction runs again and the signal takes its usual course (Rust's own
-/// handler, or the default action: the process dies by that signal).
-extern "C" fn on_fatal_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut c_void) {
+/// Async-signal-safe. Inside a plugin call: write the prepared message, put the previous
+/// handler back and return, so the faulting instruction runs again and the signal takes its usual
+/// course (Rust's own handler, the host's, or the default action: the process dies by it).
+/// Outside one: hand the signal to the previous handler and stay installed, so runtimes that
+/// use SIGSEGV themselves (Go, Julia, the JVM) keep working and a later plugin crash is named.
+extern "C" fn on_fatal_signal(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
     let msg = IN_PLUGIN.try_with(|c| c.get()).unwrap_or(std::ptr::null());
-    // SAFETY: a non-NULL pointer is a CrashMessage that outlives the call it was set for, which
-    // is the call this thread is in; write(2) and sigaction(2) are async-signal-safe.
+    let Some(i) = FATAL.iter().position(|s| *s == sig) else {
+        return;
+    };
+    // SAFETY: PREVIOUS[i] was written before this handler was installed for `sig`; a non-NULL
+    // `msg` is a CrashMessage that outlives the plugin call this thread is in; write(2),
+    // sigaction(2) and raise(3) are async-signal-safe.
     unsafe {
+        let prev = &*(*std::ptr::addr_of!(PREVIOUS[i])).as_ptr();
+        if msg.is_null() && prev.sa_sigaction != libc::SIG_DFL && prev.sa_sigaction != libc::SIG_IGN
+        {
+            if prev.sa_flags & libc::SA_SIGINFO != 0 {
+                let h: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut c_void) =
+                    std::mem::transmute(prev.sa_sigaction);
+                h(sig, info, ctx);
+            } else {
+                let h: extern "C" fn(libc::c_int) = std::mem::transmute(prev.sa_sigaction);
+                h(sig);
+            }
+            return;
+        }
         if !msg.is_null() {
             let bytes = &(*msg).0;
             libc::write(2, bytes.as_ptr().cast(), bytes.len());
         }
-        let i = FATAL.iter().position(|s| *s == sig).unwrap_or(0);
-        let slot = std::ptr::addr_of!(PREVIOUS[i]);
-        libc::sigaction(sig, (*slot).as_ptr(), std::ptr::null_mut());
-        if !FATAL.contains(&sig) {
+        // SIG_IGN is put back as the default: an ignored fault would only recur forever.
+        if prev.sa_sigaction == libc::SIG_IGN {
             libc::signal(sig, libc::SIG_DFL);
+        } else {
+            libc::sigaction(sig, prev, std::ptr::null_mut());
         }
-    }
-    // A signal sent by kill() would not recur on return; raise it again so it is not lost.
-    // SAFETY: raise is async-signal-safe.
-    if info.is_null() || unsafe { (*info).si_code } <= 0 {
-        unsafe { libc::raise(sig) };
+        // A signal sent by kill() would not recur on return; raise it again so it is not lost.
+        if info.is_null() || (*info).si_code <= 0 {
+            libc::raise(sig);
+        }
     }
 }
