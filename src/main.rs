@@ -13,6 +13,8 @@ mod hubs_cmd;
 mod images_cmd;
 mod import_cmd;
 mod integrations_cmd;
+mod new_plugin_cmd;
+mod plugins_cmd;
 mod policy_args;
 mod run_summary;
 mod telemetry_args;
@@ -52,6 +54,14 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// List every plugin of every kind (built in, on PATH, in the plugins config), the extension
+    /// points (--kinds) or the public registry (--registry)
+    Plugins(plugins_cmd::PluginsArgs),
+    /// Make a small plugin package (build file, source, a conformance test, README) that
+    /// passes on day one
+    NewPlugin(new_plugin_cmd::NewPluginArgs),
+    /// Hold one plugin to its kind's conformance checks (exit 1 if it does not conform)
+    PluginCheck(plugins_cmd::PluginCheckArgs),
     /// List every provider, hub, telemetry sink, exporter, sandbox, learner and judge, whether it
     /// is ready here, and what it needs
     Integrations {
@@ -334,6 +344,15 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Integrations { json } => integrations_cmd::run(json).map(|()| ExitCode::SUCCESS),
+        Command::Plugins(args) => plugins_cmd::run(&args).map(|()| ExitCode::SUCCESS),
+        Command::NewPlugin(args) => new_plugin_cmd::run(&args).map(|_| ExitCode::SUCCESS),
+        Command::PluginCheck(args) => plugins_cmd::check(&args).map(|ok| {
+            if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }),
         Command::Search {
             hub,
             query,

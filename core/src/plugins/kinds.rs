@@ -10,6 +10,9 @@ pub const PLUGIN_ABI_VERSION: u32 = 1;
 /// Version of `nenyax_judge_vtable_t`.
 pub const JUDGE_VTABLE_VERSION: u32 = 1;
 
+/// Version of `nenyax_learner_vtable_t` (a host's learner through the C ABI).
+pub const LEARNER_VTABLE_VERSION: u32 = 1;
+
 /// What a plugin extends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -67,6 +70,56 @@ impl Kind {
                     names.join(", ")
                 )
             })
+    }
+}
+
+/// How a kind is extended from outside the library, as `nenyax plugins --kinds` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Interface {
+    /// The kind.
+    pub kind: Kind,
+    /// What a plugin of this kind implements (a protocol, a C vtable).
+    pub interface: &'static str,
+    /// The interface's version; `None` where this kind takes no third-party plugins yet.
+    pub version: Option<u32>,
+    /// How a plugin of this kind gets in.
+    pub how: &'static str,
+}
+
+impl Kind {
+    /// This kind's extension point. Kinds without a plugin interface yet say so rather than
+    /// pretend: their built-in set is all there is (docs/plugins.md).
+    pub fn interface(self) -> Interface {
+        let (interface, version, how) = match self {
+            Kind::Driver => (
+                "bridge JSON-lines protocol (docs/bridge.md)",
+                Some(crate::bridge::PROTOCOL as u32),
+                "an executable `nenyax-driver-<scheme>` on PATH, or `command = [...]` in the \
+                 plugins config",
+            ),
+            Kind::Judge => (
+                "nenyax_judge_vtable_t (include/nenyax.h)",
+                Some(JUDGE_VTABLE_VERSION),
+                "a shared library in the plugins config, or nenyax_plugin_register from a host; \
+                 picked by `type = \"plugin\", use = \"<name>\"` in a judge spec",
+            ),
+            Kind::Learner => (
+                "nenyax_learner_vtable_t (include/nenyax.h)",
+                Some(LEARNER_VTABLE_VERSION),
+                "a host's learner through nenyax_train (C ABI and bindings)",
+            ),
+            Kind::Sandbox | Kind::Provider | Kind::Hub | Kind::Telemetry => (
+                "none yet",
+                None,
+                "built in only: the library's own set (nenyax integrations)",
+            ),
+        };
+        Interface {
+            kind: self,
+            interface,
+            version,
+            how,
+        }
     }
 }
 

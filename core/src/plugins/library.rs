@@ -273,7 +273,8 @@ pub fn find_judge(name: &str) -> Result<Arc<dyn Judge>> {
     if let Some(j) = loaded_judge(name) {
         return Ok(j);
     }
-    let (entries, config) = config_entries()?;
+    let entries = crate::plugins::config::entries()?;
+    let config = crate::plugins::config::path();
     let entry = entries
         .iter()
         .find(|e| e.kind == Kind::Judge && e.name == name);
@@ -309,14 +310,8 @@ pub fn find_judge(name: &str) -> Result<Arc<dyn Judge>> {
             entry.source.display()
         )));
     };
-    let library = match library.is_relative() {
-        true => entry
-            .source
-            .parent()
-            .unwrap_or(Path::new("."))
-            .join(library),
-        false => library.clone(),
-    };
+    // The config reader has already made a relative path relative to the config file.
+    let library = library.clone();
     load_library_as(&library, Some(name))?;
     loaded_judge(name).ok_or_else(|| {
         let provides: Vec<String> = lock()
@@ -352,71 +347,4 @@ fn loaded_judge(name: &str) -> Option<Arc<dyn Judge>> {
         .find(|p| p.info.kind == Kind::Judge && p.info.name == name)
         .and_then(|p| p.judge.clone())
         .map(|j| j as Arc<dyn Judge>)
-}
-
-// ---------------------------------------------------------------------------------------------
-// The plugins config. TODO(lead's config.rs): replace with crate::plugins::config::entries(),
-// which has the same fields; this private reader exists only until it lands.
-
-/// One `[[plugin]]` of the plugins config (the fields this loader uses).
-struct ConfigEntry {
-    name: String,
-    kind: Kind,
-    library: Option<PathBuf>,
-    source: PathBuf,
-}
-
-fn config_path() -> PathBuf {
-    if let Some(p) = std::env::var_os("NENYAX_PLUGINS") {
-        return PathBuf::from(p);
-    }
-    let base = std::env::var_os("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
-        .unwrap_or_else(|| PathBuf::from(".config"));
-    base.join("nenyax").join("plugins.toml")
-}
-
-fn config_entries() -> Result<(Vec<ConfigEntry>, PathBuf)> {
-    #[derive(serde::Deserialize)]
-    struct File {
-        #[serde(default)]
-        plugin: Vec<Raw>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Raw {
-        name: String,
-        kind: String,
-        #[serde(default)]
-        library: Option<PathBuf>,
-    }
-    let path = config_path();
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), path)),
-        Err(e) => {
-            return Err(Error::Config(format!(
-                "plugins config {}: {e}",
-                path.display()
-            )))
-        }
-    };
-    let file: File = toml::from_str(&text)
-        .map_err(|e| Error::Config(format!("plugins config {}: {e}", path.display())))?;
-    let entries = file
-        .plugin
-        .into_iter()
-        .map(|r| {
-            Ok(ConfigEntry {
-                kind: Kind::parse(&r.kind).map_err(|m| {
-                    Error::Config(format!("plugins config {}: {m}", path.display()))
-                })?,
-                name: r.name,
-                library: r.library,
-                source: path.clone(),
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    Ok((entries, path))
 }

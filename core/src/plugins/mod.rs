@@ -3,11 +3,163 @@
 //! config or registered at run time through the C ABI (docs/plugins.md).
 
 pub mod abi;
+pub mod config;
+pub mod conformance;
 mod crash;
 pub mod judge;
 pub mod kinds;
 pub mod library;
+pub mod registry;
 
 pub use abi::PluginInfo;
-pub use kinds::{Kind, PLUGIN_ABI_VERSION};
+pub use kinds::{Interface, Kind, PLUGIN_ABI_VERSION};
 pub use library::{find_judge, load_library, loaded, register};
+
+use serde::Serialize;
+
+/// Where a plugin came from, so a user knows what to edit or remove.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "from", content = "path", rename_all = "snake_case")]
+pub enum Origin {
+    /// Compiled into this library.
+    BuiltIn,
+    /// An executable found on PATH (its path).
+    Path(std::path::PathBuf),
+    /// An entry of the plugins config (the config file).
+    Config(std::path::PathBuf),
+    /// Registered at run time by the host through the C ABI.
+    Host,
+}
+
+impl Origin {
+    /// A short label for tables.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Origin::BuiltIn => "built-in",
+            Origin::Path(_) => "PATH",
+            Origin::Config(_) => "config",
+            Origin::Host => "host",
+        }
+    }
+
+    /// The file it came from, where there is one.
+    pub fn path(&self) -> Option<&std::path::Path> {
+        match self {
+            Origin::Path(p) | Origin::Config(p) => Some(p),
+            Origin::BuiltIn | Origin::Host => None,
+        }
+    }
+}
+
+/// One plugin this process can use, as a row of `nenyax plugins`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Installed {
+    /// Its extension point.
+    pub kind: Kind,
+    /// What picks it: a URI scheme, `use = "..."`, `--provider`, `--telemetry`.
+    pub name: String,
+    /// Its own version where it reports one (built-ins: this library's).
+    pub version: Option<String>,
+    /// Where it came from.
+    pub origin: Origin,
+    /// One line on what it does.
+    pub summary: String,
+    /// Whether it works here; when not, what is missing.
+    pub ready: bool,
+    /// What is missing, or a note.
+    pub needs: Option<String>,
+}
+
+/// Every plugin of every kind this process can use: the built-in set, then what the plugins
+/// config adds. A config that does not parse is one row that says why, so the listing still
+/// shows everything else.
+pub fn installed() -> Vec<Installed> {
+    let mut out = built_in();
+    match config::entries() {
+        Ok(entries) => out.extend(entries.into_iter().map(|e| {
+            Installed {
+                kind: e.kind,
+                name: match e.kind {
+                    Kind::Driver => e.scheme().to_string(),
+                    _ => e.name.clone(),
+                },
+                version: None,
+                origin: Origin::Config(e.source.clone()),
+                summary: e.summary.clone().unwrap_or_else(|| match &e.library {
+                    Some(lib) => format!("library {}", lib.display()),
+                    None => format!("executable {}", e.command.join(" ")),
+                }),
+                ready: match &e.library {
+                    Some(lib) => lib.exists(),
+                    None => true,
+                },
+                needs: e
+                    .library
+                    .as_ref()
+                    .filter(|lib| !lib.exists())
+                    .map(|lib| format!("{} does not exist", lib.display())),
+            }
+        })),
+        Err(e) => out.push(Installed {
+            kind: Kind::Driver,
+            name: "(plugins config)".into(),
+            version: None,
+            origin: Origin::Config(config::path()),
+            summary: "the plugins config does not parse".into(),
+            ready: false,
+            needs: Some(e.to_string()),
+        }),
+    }
+    out
+}
+
+/// The plugins compiled into this build, one row per driver, sandbox backend, judge, learner,
+/// provider, hub and telemetry sink.
+pub fn built_in() -> Vec<Installed> {
+    let version = Some(env!("CARGO_PKG_VERSION").to_string());
+    let mut out: Vec<Installed> = crate::router::Registry::with_builtins()
+        .list()
+        .into_iter()
+        .map(|d| {
+            let needs = match &d.readiness {
+                crate::driver::Readiness::Ready => None,
+                crate::driver::Readiness::Missing(m) => Some(m.clone()),
+            };
+            Installed {
+                kind: Kind::Driver,
+                name: d.scheme,
+                version: version.clone(),
+                origin: Origin::BuiltIn,
+                summary: d.summary,
+                ready: needs.is_none(),
+                needs,
+            }
+        })
+        .collect();
+    use crate::integrations as i;
+    let rows = [
+        (Kind::Sandbox, i::sandboxes()),
+        (Kind::Judge, i::judges()),
+        (Kind::Learner, i::learners()),
+        (Kind::Provider, i::providers()),
+        (Kind::Hub, i::hubs()),
+        (Kind::Telemetry, i::telemetry()),
+    ];
+    for (kind, list) in rows {
+        out.extend(list.into_iter().map(|r| Installed {
+            kind,
+            name: r.name,
+            version: version.clone(),
+            origin: Origin::BuiltIn,
+            summary: r.title,
+            ready: r.ready,
+            needs: r.needs,
+        }));
+    }
+    out
+}
+
+/// Every extension point with its interface and version (`nenyax plugins --kinds`).
+pub fn kinds() -> Vec<Interface> {
+    Kind::ALL.iter().map(|k| k.interface()).collect()
+}

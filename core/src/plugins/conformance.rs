@@ -1,0 +1,358 @@
+//! Conformance of a plugin of a kind other than driver (drivers have `nenyax check`): a fixed
+//! toy set whose right verdicts are known, so that a plugin that scores everything alike, is
+//! not deterministic, or breaks under the concurrency the runner uses fails with a named check.
+
+use serde::Serialize;
+use serde_json::json;
+use std::sync::Arc;
+
+use super::kinds::Kind;
+use crate::contract::{Mode, Observation, Step, TaskRef, Trajectory};
+use crate::error::{Error, Result};
+use crate::judges::Judge;
+
+/// One check of a conformance run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Check {
+    /// Its stable name.
+    pub name: &'static str,
+    /// Whether the plugin met it.
+    pub passed: bool,
+    /// What was seen (figures on success, the first counterexample on failure).
+    pub detail: String,
+}
+
+/// A plugin's conformance report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    /// The kind checked.
+    pub kind: Kind,
+    /// The plugin's name.
+    pub name: String,
+    /// Every check, in order.
+    pub checks: Vec<Check>,
+}
+
+impl Report {
+    /// Whether every check passed.
+    pub fn passed(&self) -> bool {
+        self.checks.iter().all(|c| c.passed)
+    }
+
+    /// The report as a human reads it, one line per check.
+    pub fn render(&self) -> String {
+        let mut out = format!(
+            "{} {}  →  {}\n",
+            self.kind,
+            self.name,
+            if self.passed() { "CONFORMS" } else { "FAILS" }
+        );
+        for c in &self.checks {
+            let mark = if c.passed { '✔' } else { '✘' };
+            out.push_str(&format!("  {mark} {:<22} {}\n", c.name, c.detail));
+        }
+        out
+    }
+
+    /// `Err` naming every failed check; for a plugin's own test suite.
+    pub fn into_result(self) -> Result<Report> {
+        if self.passed() {
+            return Ok(self);
+        }
+        Err(Error::Config(format!(
+            "{} plugin `{}` does not conform:\n{}",
+            self.kind,
+            self.name,
+            self.render()
+        )))
+    }
+}
+
+/// The toy set: (expected answer, a wrong answer), each given as the final action in an
+/// `<answer>` tag, the convention the answer-matching judges extract by default.
+const TOY: &[(&str, &str)] = &[
+    ("42", "41"),
+    ("Paris", "Lyon"),
+    ("blue whale", "elephant"),
+    ("7", "seven hundred"),
+    ("-3.5", "3.5"),
+    ("x^2", "y^2"),
+];
+
+/// A finished one-step episode whose task expects `answer` and whose last action is `reply`.
+pub fn toy_trajectory(index: usize, reply: &str, answer: &str) -> Trajectory {
+    let reply = if reply.is_empty() {
+        String::new()
+    } else {
+        format!("<answer>{reply}</answer>")
+    };
+    let mut task = TaskRef::new(index.to_string());
+    task.metadata.insert("answer".into(), json!(answer));
+    task.metadata
+        .insert("question".into(), json!(format!("toy question {index}")));
+    let mut t = Trajectory::start(
+        "plugin-check:toy",
+        Mode::Step,
+        Some(task),
+        Some(index as i64),
+    );
+    t.steps.push(Step {
+        action: json!(reply),
+        observation: Observation::default(),
+        reward: 0.0,
+        terminated: true,
+        truncated: false,
+        info: Default::default(),
+    });
+    t
+}
+
+/// Check a judge against the toy set: it discriminates right from wrong and empty answers on
+/// every task, gives finite scores, is deterministic, answers the same from several threads at
+/// once (the runner judges on its rollout threads), and fails cleanly on an episode with no task.
+pub fn check_judge(name: &str, judge: Arc<dyn Judge>) -> Report {
+    let mut checks = Vec::new();
+    let score =
+        |t: &Trajectory| -> Result<f64> { crate::env::guard(|| judge.judge(t)).map(|j| j.score) };
+    let mut verdicts: Vec<(f64, f64, f64)> = Vec::new();
+    let mut first_error: Option<String> = None;
+    for (i, (answer, wrong)) in TOY.iter().enumerate() {
+        let got = (
+            score(&toy_trajectory(i, answer, answer)),
+            score(&toy_trajectory(i, wrong, answer)),
+            score(&toy_trajectory(i, "", answer)),
+        );
+        match got {
+            (Ok(r), Ok(w), Ok(e)) => verdicts.push((r, w, e)),
+            (a, b, c) => {
+                let e = [a, b, c]
+                    .into_iter()
+                    .find_map(|r| r.err())
+                    .expect("one failed");
+                first_error.get_or_insert_with(|| format!("task {i}: {}: {e}", e.kind()));
+            }
+        }
+    }
+    checks.push(Check {
+        name: "judges_the_toy_set",
+        passed: first_error.is_none(),
+        detail: first_error.clone().unwrap_or_else(|| {
+            format!(
+                "{} verdicts on {} tasks, all finite",
+                verdicts.len() * 3,
+                TOY.len()
+            )
+        }),
+    });
+    let miss = verdicts
+        .iter()
+        .enumerate()
+        .find(|(_, (r, w, e))| !(r > w && r > e));
+    checks.push(Check {
+        name: "discriminates",
+        passed: first_error.is_none() && miss.is_none(),
+        detail: match (miss, &first_error) {
+            (_, Some(_)) => "not judged: the toy set failed".into(),
+            (Some((i, (r, w, e))), None) => format!(
+                "task {i} (answer `{}`): right {r} is not above wrong {w} and empty {e}",
+                TOY[i].0
+            ),
+            (None, None) => {
+                let mean = |f: fn(&(f64, f64, f64)) -> f64| {
+                    verdicts.iter().map(f).sum::<f64>() / verdicts.len() as f64
+                };
+                format!(
+                    "mean right {:.3} > wrong {:.3}, empty {:.3} on every task",
+                    mean(|v| v.0),
+                    mean(|v| v.1),
+                    mean(|v| v.2)
+                )
+            }
+        },
+    });
+    let repeat: Vec<(usize, f64, f64)> = TOY
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (answer, _))| {
+            let t = toy_trajectory(i, answer, answer);
+            match (score(&t), score(&t)) {
+                (Ok(a), Ok(b)) if a.to_bits() != b.to_bits() => Some((i, a, b)),
+                _ => None,
+            }
+        })
+        .collect();
+    checks.push(Check {
+        name: "deterministic",
+        passed: repeat.is_empty(),
+        detail: match repeat.first() {
+            Some((i, a, b)) => format!("task {i} judged twice: {a} then {b}"),
+            None => "every toy episode judged twice alike".into(),
+        },
+    });
+    let serial: Vec<Option<u64>> = TOY
+        .iter()
+        .enumerate()
+        .map(|(i, (a, _))| score(&toy_trajectory(i, a, a)).ok().map(f64::to_bits))
+        .collect();
+    let threads = 4;
+    let parallel: Vec<Vec<Option<u64>>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    TOY.iter()
+                        .enumerate()
+                        .map(|(i, (a, _))| score(&toy_trajectory(i, a, a)).ok().map(f64::to_bits))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    let same = parallel.iter().all(|p| *p == serial);
+    checks.push(Check {
+        name: "thread_safe",
+        passed: same,
+        detail: if same {
+            format!("{threads} threads at once agreed with the serial verdicts")
+        } else {
+            format!("{threads} threads at once disagreed with the serial verdicts")
+        },
+    });
+    let mut no_task = toy_trajectory(0, "42", "42");
+    no_task.task = None;
+    let detail = match crate::env::guard(|| judge.judge(&no_task)) {
+        Ok(j) => format!("judged without a task: score {}", j.score),
+        Err(e) if e.to_string().contains("panicked") => format!("panicked: {e}"),
+        Err(e) => format!("refused with {}: {}", e.kind(), clip(&e.to_string())),
+    };
+    checks.push(Check {
+        name: "no_task_is_clean",
+        passed: !detail.starts_with("panicked"),
+        detail,
+    });
+    Report {
+        kind: Kind::Judge,
+        name: name.to_string(),
+        checks,
+    }
+}
+
+fn clip(s: &str) -> String {
+    let mut out: String = s.chars().take(120).collect();
+    if out.len() < s.len() {
+        out.push('…');
+    }
+    out
+}
+
+/// A judge by name, as `nenyax plugin-check judge NAME` finds it: a built-in judge type, or a
+/// plugin (a judge spec `{"type": "plugin", "use": NAME}`), so built-ins and plugins are held
+/// to the same checks.
+pub fn judge_by_name(name: &str) -> Result<Arc<dyn Judge>> {
+    let builtin = crate::judges::judge_from_json(&json!({ "type": name }).to_string());
+    match builtin {
+        Ok(j) => Ok(j),
+        Err(builtin_err) => {
+            let plugin = json!({ "type": "plugin", "use": name }).to_string();
+            crate::judges::judge_from_json(&plugin).map_err(|e| {
+                Error::Config(format!(
+                    "no judge `{name}`: not a built-in judge type ({builtin_err}), and as a \
+                     plugin: {e}"
+                ))
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::{JudgeSource, Judgment};
+
+    #[test]
+    fn the_exact_judge_conforms() {
+        let r = check_judge("exact", judge_by_name("exact").unwrap());
+        assert!(r.passed(), "{}", r.render());
+        assert_eq!(r.checks.len(), 5);
+    }
+
+    struct Always(f64);
+    impl Judge for Always {
+        fn id(&self) -> String {
+            "always".into()
+        }
+        fn judge(&self, _t: &Trajectory) -> Result<Judgment> {
+            Judgment::new(self.0, JudgeSource::Verifier, "always")
+        }
+    }
+
+    struct Flaky(std::sync::atomic::AtomicU64);
+    impl Judge for Flaky {
+        fn id(&self) -> String {
+            "flaky".into()
+        }
+        fn judge(&self, t: &Trajectory) -> Result<Judgment> {
+            let n = self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let want = format!(
+                "<answer>{}</answer>",
+                t.task.as_ref().unwrap().metadata["answer"]
+                    .as_str()
+                    .unwrap()
+            );
+            let right = t.steps[0].action == json!(want);
+            let base = if right { 1.0 } else { 0.0 };
+            Judgment::new(base + (n % 2) as f64 * 0.01, JudgeSource::Verifier, "flaky")
+        }
+    }
+
+    #[test]
+    fn broken_judges_fail_the_check_that_names_their_fault() {
+        let r = check_judge("always", Arc::new(Always(1.0)));
+        assert!(!r.passed());
+        let failed: Vec<_> = r
+            .checks
+            .iter()
+            .filter(|c| !c.passed)
+            .map(|c| c.name)
+            .collect();
+        assert_eq!(failed, ["discriminates"], "{}", r.render());
+        assert!(
+            r.render().contains("right 1 is not above wrong 1"),
+            "{}",
+            r.render()
+        );
+
+        let r = check_judge("flaky", Arc::new(Flaky(0.into())));
+        assert!(
+            r.checks
+                .iter()
+                .any(|c| c.name == "deterministic" && !c.passed),
+            "{}",
+            r.render()
+        );
+        assert!(r
+            .clone()
+            .into_result()
+            .unwrap_err()
+            .to_string()
+            .contains("does not conform"));
+
+        // A panicking judge (its no-task case unwraps) is caught and named.
+        let r = check_judge("flaky", Arc::new(Flaky(0.into())));
+        let c = r
+            .checks
+            .iter()
+            .find(|c| c.name == "no_task_is_clean")
+            .unwrap();
+        assert!(!c.passed && c.detail.contains("panicked"), "{}", c.detail);
+    }
+
+    #[test]
+    fn unknown_judges_say_both_places_looked() {
+        let e = judge_by_name("no_such_judge").err().unwrap().to_string();
+        assert!(e.contains("no judge `no_such_judge`"), "{e}");
+    }
+}

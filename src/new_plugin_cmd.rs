@@ -1,0 +1,133 @@
+//! `nenyax new-plugin KIND NAME --lang LANG`: a small buildable package (build file, source, a
+//! test that runs the kind's conformance check, README) that passes on day one, from templates
+//! compiled into the binary (scaffolds/), so it works from any install.
+
+use std::path::{Path, PathBuf};
+
+use nenyax::plugins::Kind;
+use nenyax::Error;
+
+/// What to make.
+#[derive(clap::Args)]
+pub struct NewPluginArgs {
+    /// The kind: driver or judge (the kinds with a third-party interface; `nenyax plugins --kinds`)
+    kind: String,
+    /// Its name: lowercase letters, digits and `_` (a driver's URI scheme, a judge's `use` name)
+    name: String,
+    /// The language of the package
+    #[arg(long, default_value = "python")]
+    lang: String,
+    /// The folder to create (default: ./NAME); it must not exist or be empty
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+}
+
+/// One file of a template: its path (with `__NAME__` in it), contents, and whether it runs.
+struct File {
+    path: &'static str,
+    text: &'static str,
+    executable: bool,
+}
+
+/// One template: a kind in a language.
+struct Template {
+    kind: Kind,
+    lang: &'static str,
+    files: &'static [File],
+    /// What to run afterwards, shown to the user.
+    next: &'static str,
+}
+
+const TEMPLATES: &[Template] = &[Template {
+    kind: Kind::Driver,
+    lang: "python",
+    files: &[
+        File {
+            path: "nenyax-driver-__NAME__",
+            text: include_str!("../scaffolds/driver-python/nenyax-driver-__NAME__"),
+            executable: true,
+        },
+        File {
+            path: "test.sh",
+            text: include_str!("../scaffolds/driver-python/test.sh"),
+            executable: true,
+        },
+        File {
+            path: "README.md",
+            text: include_str!("../scaffolds/driver-python/README.md"),
+            executable: false,
+        },
+    ],
+    next: "./test.sh",
+}];
+
+/// Write the package; returns the folder made.
+pub fn run(args: &NewPluginArgs) -> Result<PathBuf, Error> {
+    let kind = Kind::parse(&args.kind).map_err(Error::Config)?;
+    let name = &args.name;
+    if name.is_empty()
+        || !name.starts_with(|c: char| c.is_ascii_lowercase())
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+    {
+        return Err(Error::Config(format!(
+            "plugin name `{name}` must start with a lowercase letter and be lowercase letters, \
+             digits and `_` (it becomes a URI scheme or a C identifier)"
+        )));
+    }
+    let Some(template) = TEMPLATES
+        .iter()
+        .find(|t| t.kind == kind && t.lang == args.lang)
+    else {
+        let have: Vec<String> = TEMPLATES
+            .iter()
+            .map(|t| format!("{} --lang {}", t.kind, t.lang))
+            .collect();
+        return Err(Error::Config(format!(
+            "no {kind} scaffold in `{}`; the scaffolds are: {}",
+            args.lang,
+            have.join(", ")
+        )));
+    };
+    let dir = args.out.clone().unwrap_or_else(|| PathBuf::from(name));
+    if dir.exists()
+        && std::fs::read_dir(&dir)
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(true)
+    {
+        return Err(Error::Config(format!(
+            "{} already exists and is not empty; pick another --out",
+            dir.display()
+        )));
+    }
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
+    for f in template.files {
+        let path = dir.join(f.path.replace("__NAME__", name));
+        write(&path, &f.text.replace("__NAME__", name), f.executable)?;
+    }
+    outln!(
+        "made {} ({kind} in {}); next: cd {} && {}",
+        dir.display(),
+        template.lang,
+        dir.display(),
+        template.next
+    )?;
+    Ok(dir)
+}
+
+fn write(path: &Path, text: &str, executable: bool) -> Result<(), Error> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| Error::io(format!("cannot create {}", parent.display()), e))?;
+    }
+    std::fs::write(path, text)
+        .map_err(|e| Error::io(format!("cannot write {}", path.display()), e))?;
+    if executable {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+            .map_err(|e| Error::io(format!("cannot make {} executable", path.display()), e))?;
+    }
+    Ok(())
+}
