@@ -582,8 +582,8 @@ typedef struct nenyax_judge_vtable_t {
                    const char *trajectory,
                    size_t len,
                    const struct nenyax_plugin_out_t *out);
-  // Optional: free `user_data` when the judge is dropped (plugins stay for the process's
-  // life today, so this is not called yet).
+  // Optional, reserved: would free `user_data` on unregistering; plugins stay for the
+  // process's life today, so it is never called.
   void (*drop)(void *user_data);
 } nenyax_judge_vtable_t;
 

@@ -73,8 +73,8 @@ pub struct nenyax_judge_vtable_t {
             out: *const nenyax_plugin_out_t,
         ) -> i32,
     >,
-    /// Optional: free `user_data` when the judge is dropped (plugins stay for the process's
-    /// life today, so this is not called yet).
+    /// Optional, reserved: would free `user_data` on unregistering; plugins stay for the
+    /// process's life today, so it is never called.
     pub drop: Option<unsafe extern "C" fn(user_data: *mut c_void)>,
 }
 

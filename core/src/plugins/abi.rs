@@ -41,7 +41,8 @@ pub struct nenyax_judge_vtable_t {
             out: *const nenyax_plugin_out_t,
         ) -> i32,
     >,
-    /// Optional: free `user_data` when the judge is dropped (never, for a library's plugin).
+    /// Optional, reserved for unregistering; never called today (plugins stay for the process's
+    /// life).
     pub drop: Option<unsafe extern "C" fn(user_data: *mut c_void)>,
 }
 

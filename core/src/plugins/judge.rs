@@ -25,7 +25,8 @@ type JudgeFn =
 pub struct LibraryJudge {
     info: PluginInfo,
     judge: JudgeFn,
-    drop: Option<unsafe extern "C" fn(*mut c_void)>,
+    /// Owned by the plugin: plugins stay registered for the process's life, so the vtable's
+    /// `drop` is never called (also not for a descriptor refused at registration).
     user_data: *mut c_void,
     /// Held around each call unless the plugin declared itself thread-safe.
     serial: Option<Mutex<()>>,
@@ -61,7 +62,6 @@ impl LibraryJudge {
             serial: (d.flags & PLUGIN_THREAD_SAFE == 0).then(|| Mutex::new(())),
             info,
             judge,
-            drop: vt.drop,
             user_data: d.user_data,
         })
     }
@@ -164,16 +164,6 @@ impl Judge for LibraryJudge {
                                "source": self.info.source}),
         );
         Ok(j)
-    }
-}
-
-impl Drop for LibraryJudge {
-    fn drop(&mut self) {
-        if let Some(drop) = self.drop {
-            let user_data = self.user_data;
-            // SAFETY: the plugin's own destructor, called once.
-            in_plugin(&self.crash, || unsafe { drop(user_data) });
-        }
     }
 }
 
