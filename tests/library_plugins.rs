@@ -1,5 +1,6 @@
 //! Library plugins end to end: the C++ judge of examples/plugins/judge-cpp, built here with the
-//! system's C++ compiler, used by `nenyax check` and `nenyax run` through a plugins config; a
+//! system's C++ compiler, used by `nenyax check`, `nenyax run` and `nenyax plugin-check judge`
+//! through a plugins config; a
 //! plugin built for another ABI version refused naming both versions; a judge that cannot
 //! discriminate failing `--require audited`; a segfaulting plugin named as the process dies; and
 //! every misbehaving reply or descriptor (tests/plugins/odd_judges.c) a clean typed error.
@@ -146,6 +147,11 @@ fn the_cpp_judge_reaches_the_tier_of_the_builtin_exact_judge_and_is_the_one_used
         assert_eq!(t["judgment"]["judge"], "plugin:exact_answer", "{t}");
         assert_eq!(t["judgment"]["score"], 1.0, "{t}");
     }
+
+    // The judge conformance check holds the plugin to the built-ins' standard.
+    let o = nenyax(&config, &["plugin-check", "judge", "exact_answer"]);
+    assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
+    assert!(text(&o.stdout).contains("CONFORMS"), "{}", text(&o.stdout));
 }
 
 #[test]
@@ -188,6 +194,14 @@ fn a_judge_that_passes_everything_fails_require_audited() {
         .find(|c| c["name"] == "verifier_discriminates")
         .expect("the audit ran");
     assert_eq!(audit["status"], "fail", "{audit}");
+    // And the judge conformance check names the fault.
+    let o = nenyax(&config, &["plugin-check", "judge", "exact_answer"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stdout));
+    assert!(
+        text(&o.stdout).contains("discriminates"),
+        "{}",
+        text(&o.stdout)
+    );
 }
 
 #[test]
