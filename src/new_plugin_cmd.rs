@@ -38,28 +38,57 @@ struct Template {
     next: &'static str,
 }
 
-const TEMPLATES: &[Template] = &[Template {
-    kind: Kind::Driver,
-    lang: "python",
-    files: &[
-        File {
-            path: "nenyax-driver-__NAME__",
-            text: include_str!("../scaffolds/driver-python/nenyax-driver-__NAME__"),
-            executable: true,
-        },
-        File {
-            path: "test.sh",
-            text: include_str!("../scaffolds/driver-python/test.sh"),
-            executable: true,
-        },
-        File {
-            path: "README.md",
-            text: include_str!("../scaffolds/driver-python/README.md"),
-            executable: false,
-        },
-    ],
-    next: "./test.sh",
-}];
+const TEMPLATES: &[Template] = &[
+    Template {
+        kind: Kind::Driver,
+        lang: "python",
+        files: &[
+            File {
+                path: "nenyax-driver-__NAME__",
+                text: include_str!("../scaffolds/driver-python/nenyax-driver-__NAME__"),
+                executable: true,
+            },
+            File {
+                path: "test.sh",
+                text: include_str!("../scaffolds/driver-python/test.sh"),
+                executable: true,
+            },
+            File {
+                path: "README.md",
+                text: include_str!("../scaffolds/driver-python/README.md"),
+                executable: false,
+            },
+        ],
+        next: "./test.sh",
+    },
+    Template {
+        kind: Kind::Judge,
+        lang: "rust",
+        files: &[
+            File {
+                path: "Cargo.toml",
+                text: include_str!("../scaffolds/judge-rust/Cargo.toml.in"),
+                executable: false,
+            },
+            File {
+                path: "src/lib.rs",
+                text: include_str!("../scaffolds/judge-rust/src/lib.rs"),
+                executable: false,
+            },
+            File {
+                path: "test.sh",
+                text: include_str!("../scaffolds/judge-rust/test.sh"),
+                executable: true,
+            },
+            File {
+                path: "README.md",
+                text: include_str!("../scaffolds/judge-rust/README.md"),
+                executable: false,
+            },
+        ],
+        next: "./test.sh",
+    },
+];
 
 /// Write the package; returns the folder made.
 pub fn run(args: &NewPluginArgs) -> Result<PathBuf, Error> {

@@ -1,0 +1,158 @@
+//! `nenyax new-plugin`: every scaffold builds and passes its own conformance test (its
+//! test.sh) on day one, and the same scaffold broken on purpose fails it, so the test is real.
+//! Needs the scaffolds' toolchains (python3, go, g++, cargo); with NENYAX_REQUIRE_SCAFFOLDS set
+//! a missing one fails instead of skipping.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// One scaffold, and how to break it: in `file`, `from` becomes `to`.
+struct Case {
+    kind: &'static str,
+    lang: &'static str,
+    tool: &'static str,
+    file: &'static str,
+    from: &'static str,
+    to: &'static str,
+    /// What the failing test prints.
+    fails_with: &'static str,
+}
+
+const CASES: &[Case] = &[
+    Case {
+        kind: "driver",
+        lang: "python",
+        tool: "python3",
+        file: "nenyax-driver-__NAME__",
+        from: "return {\"action\": f\"<answer>{self.task['metadata']['answer']}</answer>\"}",
+        to: "return {\"action\": \"<answer>nope</answer>\"}",
+        fails_with: "verifier_discriminates",
+    },
+    Case {
+        kind: "judge",
+        lang: "rust",
+        tool: "cargo",
+        file: "src/lib.rs",
+        from: "let hit = normalize(&got) == normalize(&expected);",
+        to: "let hit = !got.is_empty() || expected.is_empty();",
+        fails_with: "discriminates",
+    },
+];
+
+fn have(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn run_test(dir: &Path) -> Output {
+    Command::new("bash")
+        .arg(dir.join("test.sh"))
+        .env("NENYAX", env!("CARGO_BIN_EXE_nenyax"))
+        .env_remove("NENYAX_PLUGINS")
+        .output()
+        .expect("bash runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn every_scaffold_passes_its_test_and_fails_it_when_broken() {
+    let required = std::env::var_os("NENYAX_REQUIRE_SCAFFOLDS").is_some();
+    let root = tempfile::tempdir().unwrap();
+    let mut langs: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for case in CASES {
+        if !have(case.tool) {
+            assert!(
+                !required,
+                "{} is missing for the {} {} scaffold",
+                case.tool, case.kind, case.lang
+            );
+            eprintln!(
+                "skipping the {} {} scaffold: no {}",
+                case.kind, case.lang, case.tool
+            );
+            continue;
+        }
+        let name = format!("my_{}_{}", case.kind, case.lang);
+        let dir = root.path().join(&name);
+        let made = Command::new(env!("CARGO_BIN_EXE_nenyax"))
+            .args(["new-plugin", case.kind, &name, "--lang", case.lang, "--out"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(made.status.success(), "{}", text(&made));
+        let good = run_test(&dir);
+        assert!(
+            good.status.success(),
+            "the {} {} scaffold fails its own test on day one:\n{}",
+            case.kind,
+            case.lang,
+            text(&good)
+        );
+        // Broken on purpose: the same test must now fail, naming the check.
+        let file = dir.join(case.file.replace("__NAME__", &name));
+        let src = std::fs::read_to_string(&file).unwrap();
+        assert!(
+            src.contains(case.from),
+            "{}: the line to break moved",
+            file.display()
+        );
+        std::fs::write(&file, src.replace(case.from, case.to)).unwrap();
+        let bad = run_test(&dir);
+        let out = text(&bad);
+        assert!(
+            !bad.status.success() && out.contains(case.fails_with),
+            "the broken {} {} scaffold still passes (or fails for another reason):\n{out}",
+            case.kind,
+            case.lang
+        );
+        eprintln!(
+            "{} {}: passes; broken on purpose, fails with {}",
+            case.kind, case.lang, case.fails_with
+        );
+        langs.entry(case.kind).or_default().push(case.lang);
+    }
+    if required {
+        for (kind, langs) in &langs {
+            assert!(langs.len() >= 2, "{kind} has scaffolds in only {langs:?}");
+        }
+    }
+}
+
+#[test]
+fn bad_requests_name_the_fix() {
+    let root = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_nenyax"))
+            .arg("new-plugin")
+            .args(args)
+            .current_dir(root.path())
+            .output()
+            .unwrap()
+    };
+    let o = run(&["hub", "x"]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("the scaffolds are:"), "{}", text(&o));
+    let o = run(&["judge", "Bad-Name", "--lang", "rust"]);
+    assert!(
+        text(&o).contains("must start with a lowercase letter"),
+        "{}",
+        text(&o)
+    );
+    std::fs::create_dir(root.path().join("taken")).unwrap();
+    std::fs::write(root.path().join("taken/x"), "").unwrap();
+    let o = run(&["driver", "taken"]);
+    assert!(
+        text(&o).contains("already exists and is not empty"),
+        "{}",
+        text(&o)
+    );
+}
