@@ -132,6 +132,17 @@
 // `nenyax_episode_t.phase`: a held-out evaluation episode.
 #define NENYAX_PHASE_EVAL 2
 
+// Version of the plugin descriptor (`nenyax_plugin_t`) this header describes; a plugin built
+// for another version is refused with both versions named.
+#define NENYAX_PLUGIN_ABI_VERSION 1
+
+// Version of `nenyax_judge_vtable_t`.
+#define NENYAX_JUDGE_VTABLE_VERSION 1
+
+// Flag in `nenyax_plugin_t.flags`: the plugin's callbacks may run on several threads at once;
+// without it the library makes one call at a time (from any thread).
+#define NENYAX_PLUGIN_THREAD_SAFE 1
+
 // Stable status codes; values are never reused or renumbered.
 typedef enum nenyax_status_t {
   // Success (also the code of a NULL error).
@@ -189,6 +200,25 @@ typedef enum nenyax_status_t {
   // log-probabilities, or every trace was masked (the message says why).
   NENYAX_STATUS_TRAINING = 25,
 } nenyax_status_t;
+
+// What a plugin extends, the value of `nenyax_plugin_t.kind` (a uint32_t); values are fixed
+// forever.
+typedef enum nenyax_plugin_kind_t {
+  // Loads environments of a native format (drivers come as executables for now).
+  NENYAX_PLUGIN_KIND_DRIVER = 1,
+  // Runs commands in isolation (not loadable from libraries yet).
+  NENYAX_PLUGIN_KIND_SANDBOX = 2,
+  // Scores a finished episode: `vtable` is a `nenyax_judge_vtable_t`.
+  NENYAX_PLUGIN_KIND_JUDGE = 3,
+  // Improves a policy (not loadable from libraries yet).
+  NENYAX_PLUGIN_KIND_LEARNER = 4,
+  // A model provider (not loadable from libraries yet).
+  NENYAX_PLUGIN_KIND_PROVIDER = 5,
+  // An environment hub (not loadable from libraries yet).
+  NENYAX_PLUGIN_KIND_HUB = 6,
+  // A telemetry sink (not loadable from libraries yet).
+  NENYAX_PLUGIN_KIND_TELEMETRY = 7,
+} nenyax_plugin_kind_t;
 
 // A loaded environment (any format). Thread-safe: `const` functions may run concurrently.
 typedef struct nenyax_env_t nenyax_env_t;
@@ -511,6 +541,58 @@ typedef struct nenyax_learner_vtable_t {
   // Optional, set with `snapshot`: go back to the last snapshot.
   int32_t (*restore)(void *user_data, struct nenyax_reply_t *error);
 } nenyax_learner_vtable_t;
+
+// One plugin, as a library's `nenyax_plugin_entry` lists it or a host registers it.
+typedef struct nenyax_plugin_t {
+  // NENYAX_PLUGIN_ABI_VERSION the plugin was built against (first field, fixed forever).
+  uint32_t abi_version;
+  // A nenyax_plugin_kind_t value.
+  uint32_t kind;
+  // The version of the kind's vtable, e.g. NENYAX_JUDGE_VTABLE_VERSION.
+  uint32_t kind_version;
+  // 0 or NENYAX_PLUGIN_THREAD_SAFE.
+  uint32_t flags;
+  // NUL-terminated UTF-8: what `use = "..."` matches.
+  const char *name;
+  // NUL-terminated UTF-8: the plugin's own version.
+  const char *version;
+  // The kind's vtable, e.g. a `const nenyax_judge_vtable_t *`.
+  const void *vtable;
+  // Passed to every callback.
+  void *user_data;
+} nenyax_plugin_t;
+
+// Where a plugin callback writes its result (JSON) or, when it returns non-zero, its error
+// text; `write` may be called several times and the pieces are concatenated.
+typedef struct nenyax_plugin_out_t {
+  // The library's state for `write`: pass it back unchanged.
+  void *ctx;
+  // Append `len` bytes of UTF-8 at `ptr` to the result.
+  void (*write)(void *ctx, const char *ptr, size_t len);
+} nenyax_plugin_out_t;
+
+// A judge plugin's vtable (`NENYAX_PLUGIN_KIND_JUDGE`).
+typedef struct nenyax_judge_vtable_t {
+  // NENYAX_JUDGE_VTABLE_VERSION.
+  uint32_t version;
+  // Trajectory JSON in (NUL-terminated; `len` excludes the NUL); write a Judgment JSON
+  // ({"score": finite number, "passed"?: bool, "details"?: object}) to `out` and return 0, or
+  // write an error message and return non-zero. Runs on worker threads (docs/plugins-abi.md).
+  int32_t (*judge)(void *user_data,
+                   const char *trajectory,
+                   size_t len,
+                   const struct nenyax_plugin_out_t *out);
+  // Optional, reserved: would free `user_data` on unregistering; plugins stay for the
+  // process's life today, so it is never called.
+  void (*drop)(void *user_data);
+} nenyax_judge_vtable_t;
+
+// The function every plugin library exports with C linkage under the name
+// `nenyax_plugin_entry`: given the host's NENYAX_PLUGIN_ABI_VERSION, point `*plugins` at an
+// array of `*count` descriptors that live as long as the library, and return 0.
+typedef int32_t (*nenyax_plugin_entry_fn)(uint32_t host_abi_version,
+                                          const struct nenyax_plugin_t **plugins,
+                                          size_t *count);
 
 #ifdef __cplusplus
 extern "C" {
@@ -1007,8 +1089,35 @@ struct nenyax_error_t *nenyax_export(const char *jsonl,
                                      size_t options_len,
                                      struct nenyax_string_t *summary_out);
 
+// Register a plugin this host implements (same descriptor and vtable as a library's), so that
+// `{"type": "plugin", "use": "<name>"}` judges find it. The descriptor and vtable are copied;
+// `user_data` must stay valid for the life of the process. A name already taken for the kind
+// is NENYAX_STATUS_CONFIG; so is a version mismatch, with both versions named.
+struct nenyax_error_t *nenyax_plugin_register(const struct nenyax_plugin_t *plugin);
+
+// Load a plugin library (a path, UTF-8) and register the plugins its `nenyax_plugin_entry`
+// lists; loading the same file again is a no-op. Libraries are never unloaded.
+struct nenyax_error_t *nenyax_plugin_load(const char *path, size_t len);
+
+// The plugins loaded or registered so far, as a JSON array of {"kind", "name", "version",
+// "source"}. Free with nenyax_string_free.
+struct nenyax_error_t *nenyax_plugins_json(struct nenyax_string_t *out);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus
 
 #endif  /* NENYAX_H */
+
+#ifndef NENYAX_PLUGIN_ENTRY_DECLARED
+#define NENYAX_PLUGIN_ENTRY_DECLARED
+#ifdef __cplusplus
+extern "C" {
+#endif
+  /* Exported by every plugin library with C linkage (never by libnenyax): list the plugins it
+   * provides; see nenyax_plugin_entry_fn and docs/plugins-abi.md. */
+  int32_t nenyax_plugin_entry(uint32_t host_abi_version, const nenyax_plugin_t **plugins, size_t *count);
+#ifdef __cplusplus
+}  // extern "C"
+#endif
+#endif

@@ -85,6 +85,12 @@ done
 shopt -u nullglob
 export NENYAX_REQUIRE_INTEGRATIONS=1
 
+# The plugin tests build a Go external driver (tests/external_driver.rs) and every scaffold of
+# `nenyax new-plugin` in its language (tests/scaffolds.rs: python3, go, g++, cargo); here a
+# missing toolchain fails rather than skips.
+export NENYAX_REQUIRE_GO=1
+export NENYAX_REQUIRE_SCAFFOLDS=1
+
 export NENYAX_TEST_PYTHON="$python"
 # The bridge drivers' interpreter (tests/bridge.rs).
 export NENYAX_PYTHON="$python"

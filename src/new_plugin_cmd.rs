@@ -33,62 +33,134 @@ struct File {
 struct Template {
     kind: Kind,
     lang: &'static str,
+    /// What stands for the plugin's name in the files: `__NAME__` in scaffolds/, the example's
+    /// own name where a worked example in examples/plugins is the template, so the scaffold and
+    /// the example cannot drift apart.
+    token: &'static str,
+    /// Other replacements, e.g. the example's header path to the copy the package carries.
+    replace: &'static [(&'static str, &'static str)],
     files: &'static [File],
     /// What to run afterwards, shown to the user.
     next: &'static str,
+}
+
+const fn file(path: &'static str, text: &'static str) -> File {
+    File {
+        path,
+        text,
+        executable: false,
+    }
+}
+
+const fn script(path: &'static str, text: &'static str) -> File {
+    File {
+        path,
+        text,
+        executable: true,
+    }
 }
 
 const TEMPLATES: &[Template] = &[
     Template {
         kind: Kind::Driver,
         lang: "python",
+        token: "__NAME__",
+        replace: &[],
         files: &[
-            File {
-                path: "nenyax-driver-__NAME__",
-                text: include_str!("../scaffolds/driver-python/nenyax-driver-__NAME__"),
-                executable: true,
-            },
-            File {
-                path: "test.sh",
-                text: include_str!("../scaffolds/driver-python/test.sh"),
-                executable: true,
-            },
-            File {
-                path: "README.md",
-                text: include_str!("../scaffolds/driver-python/README.md"),
-                executable: false,
-            },
+            script(
+                "nenyax-driver-__NAME__",
+                include_str!("../scaffolds/driver-python/nenyax-driver-__NAME__"),
+            ),
+            script(
+                "test.sh",
+                include_str!("../scaffolds/driver-python/test.sh"),
+            ),
+            file(
+                "README.md",
+                include_str!("../scaffolds/driver-python/README.md"),
+            ),
+        ],
+        next: "./test.sh",
+    },
+    Template {
+        kind: Kind::Driver,
+        lang: "go",
+        token: "gosums",
+        replace: &[],
+        files: &[
+            file(
+                "go.mod",
+                include_str!("../examples/plugins/driver-go/go.mod"),
+            ),
+            file(
+                "main.go",
+                include_str!("../examples/plugins/driver-go/main.go"),
+            ),
+            script("test.sh", include_str!("../scaffolds/driver-go/test.sh")),
+            file(
+                "README.md",
+                include_str!("../scaffolds/driver-go/README.md"),
+            ),
         ],
         next: "./test.sh",
     },
     Template {
         kind: Kind::Judge,
         lang: "rust",
+        token: "__NAME__",
+        replace: &[],
         files: &[
-            File {
-                path: "Cargo.toml",
-                text: include_str!("../scaffolds/judge-rust/Cargo.toml.in"),
-                executable: false,
-            },
-            File {
-                path: "src/lib.rs",
-                text: include_str!("../scaffolds/judge-rust/src/lib.rs"),
-                executable: false,
-            },
-            File {
-                path: "test.sh",
-                text: include_str!("../scaffolds/judge-rust/test.sh"),
-                executable: true,
-            },
-            File {
-                path: "README.md",
-                text: include_str!("../scaffolds/judge-rust/README.md"),
-                executable: false,
-            },
+            file(
+                "Cargo.toml",
+                include_str!("../scaffolds/judge-rust/Cargo.toml.in"),
+            ),
+            file(
+                "src/lib.rs",
+                include_str!("../scaffolds/judge-rust/src/lib.rs"),
+            ),
+            script("test.sh", include_str!("../scaffolds/judge-rust/test.sh")),
+            file(
+                "README.md",
+                include_str!("../scaffolds/judge-rust/README.md"),
+            ),
+        ],
+        next: "./test.sh",
+    },
+    Template {
+        kind: Kind::Judge,
+        lang: "cpp",
+        token: "exact_answer",
+        replace: &[("../../../include/nenyax.h", "nenyax.h")],
+        files: &[
+            file(
+                "exact_answer.cpp",
+                include_str!("../examples/plugins/judge-cpp/exact_answer.cpp"),
+            ),
+            file(
+                "Makefile",
+                include_str!("../examples/plugins/judge-cpp/Makefile"),
+            ),
+            file("nenyax.h", include_str!("../include/nenyax.h")),
+            script("test.sh", include_str!("../scaffolds/judge-cpp/test.sh")),
+            file(
+                "README.md",
+                include_str!("../scaffolds/judge-cpp/README.md"),
+            ),
         ],
         next: "./test.sh",
     },
 ];
+
+impl Template {
+    /// `text` for a plugin called `name`.
+    fn render(&self, text: &str, name: &str) -> String {
+        let mut out = text.replace(self.token, name).replace("__NAME__", name);
+        for (from, to) in self.replace {
+            out = out.replace(from, to);
+        }
+        out
+    }
+}
 
 /// Write the package; returns the folder made.
 pub fn run(args: &NewPluginArgs) -> Result<PathBuf, Error> {
@@ -133,8 +205,8 @@ pub fn run(args: &NewPluginArgs) -> Result<PathBuf, Error> {
     std::fs::create_dir_all(&dir)
         .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
     for f in template.files {
-        let path = dir.join(f.path.replace("__NAME__", name));
-        write(&path, &f.text.replace("__NAME__", name), f.executable)?;
+        let path = dir.join(template.render(f.path, name));
+        write(&path, &template.render(f.text, name), f.executable)?;
     }
     outln!(
         "made {} ({kind} in {}); next: cd {} && {}",

@@ -29,6 +29,24 @@ const CASES: &[Case] = &[
         fails_with: "verifier_discriminates",
     },
     Case {
+        kind: "driver",
+        lang: "go",
+        tool: "go",
+        file: "main.go",
+        from: "out[\"reference\"] = strconv.FormatInt(t.answer, 10)",
+        to: "out[\"reference\"] = \"nope\"",
+        fails_with: "verifier_discriminates",
+    },
+    Case {
+        kind: "judge",
+        lang: "cpp",
+        tool: "g++",
+        file: "__NAME__.cpp",
+        from: "bool hit = normalize(got) == normalize(answer->text);",
+        to: "bool hit = !got.empty() || answer->text.empty();",
+        fails_with: "discriminates",
+    },
+    Case {
         kind: "judge",
         lang: "rust",
         tool: "cargo",
@@ -40,8 +58,10 @@ const CASES: &[Case] = &[
 ];
 
 fn have(tool: &str) -> bool {
+    // Go alone spells it without dashes.
+    let arg = if tool == "go" { "version" } else { "--version" };
     Command::new(tool)
-        .arg("--version")
+        .arg(arg)
         .output()
         .is_ok_and(|o| o.status.success())
 }

@@ -9,7 +9,7 @@
 //! tasks_file = "capitals.jsonl"     # or inline [[tasks]] tables; paths are relative to this file
 //!
 //! [judge]                           # optional; this is the default
-//! type = "exact"                    # exact | contains | numeric | regex
+//! type = "exact"                    # exact | contains | numeric | regex | plugin (use = "name")
 //! field = "answer"                  # the task field holding the expected answer
 //! extract = "answer_tag"            # whole | answer_tag | last_number | boxed | regex:<pattern>
 //!

@@ -301,7 +301,9 @@ impl ChatModel for EpisodeChat {
         // The library's own OpenAI-shaped record of the call, with the host's token ids.
         let replay = Replay(Mutex::new(Some(result)));
         let (result, mut call) = replay.complete_recorded(messages);
+        // The host's call, not the replay's: when it was sent and how long it took.
         call.latency_s = Some(t0.elapsed().as_secs_f64());
+        call.started_at = Some(nenyax_core::contract::unix_time_at(t0));
         if let Some(r) = record {
             r.apply(&mut call);
         }

@@ -45,6 +45,8 @@ mod callbacks;
 mod episode;
 mod export;
 
+mod plugin;
+
 use std::ffi::c_char;
 
 pub use args::nenyax_string_t;
@@ -60,6 +62,7 @@ pub use error::{
 pub use export::*;
 pub use learn::*;
 pub use pg::*;
+pub use plugin::*;
 pub use policy::*;
 pub use recording::*;
 pub use runner::*;
@@ -176,6 +179,7 @@ mod tests {
             "export.rs",
             "learn.rs",
             "pg.rs",
+            "plugin.rs",
             "policy.rs",
             "recording.rs",
             "runner.rs",

@@ -265,6 +265,7 @@ c_programs!(
     test_nested_race,
     test_pg_batch,
     test_pg_golden,
+    test_plugin_register,
     test_reasoning_gym,
     test_recording,
     test_serve,

@@ -1063,6 +1063,23 @@ inline std::string learner_json(std::string_view config_json) {
   });
 }
 
+// Register a plugin this process implements (docs/plugins-abi.md), e.g. a judge that
+// {"type": "plugin", "use": "<name>"} then picks; the descriptor and vtable are copied, and
+// user_data must stay valid for the life of the process.
+inline void plugin_register(const nenyax_plugin_t& plugin) {
+  detail::check(nenyax_plugin_register(&plugin));
+}
+
+// Load a plugin library (a shared library exporting nenyax_plugin_entry) and register its plugins.
+inline void plugin_load(std::string_view path) {
+  detail::check(nenyax_plugin_load(path.data(), path.size()));
+}
+
+// The plugins loaded or registered so far: JSON [{"kind", "name", "version", "source"}].
+inline std::string plugins_json() {
+  return detail::string_call([](nenyax_string_t* out) { return nenyax_plugins_json(out); });
+}
+
 // Export trajectories (JSONL text) as training rows; options as nenyax_export's ("to", "rows",
 // "min_score", "out" required). Returns the summary JSON ({"rows", "trajectories", ...}).
 inline std::string export_jsonl(std::string_view jsonl, std::string_view options_json) {

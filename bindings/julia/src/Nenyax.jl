@@ -37,6 +37,11 @@ const PG_BAD_OLD_LOGP = 2
 const PG_BAD_REF_LOGP = 4
 const PG_BAD_ENTROPY = 8
 const PG_BAD_ADVANTAGES = 16
+# Library plugins (docs/plugins-abi.md): the descriptor's and judge vtable's versions, and the
+# flag of plugins whose callbacks may run concurrently.
+const PLUGIN_ABI_VERSION = UInt32(1)
+const JUDGE_VTABLE_VERSION = UInt32(1)
+const PLUGIN_THREAD_SAFE = UInt32(1)
 # nenyax_pg_batch_t (pg_loss_batch; in headers from the batch struct on).
 const PG_BATCH_VERSION = UInt32(1)
 const DTYPE_F32 = UInt32(1)
@@ -1096,6 +1101,35 @@ function learner_json(config::AbstractString)
     GC.@preserve c string_call(out -> ccall((:nenyax_learner_json, libnenyax), Ptr{Cvoid},
         (Ptr{UInt8}, Csize_t, Ref{NenyaxString}), c, sizeof(c), out))
 end
+
+"""
+    plugin_load(path)
+
+Load a plugin library (a shared library exporting `nenyax_plugin_entry`) and register the
+plugins it lists, e.g. a judge that `{"type": "plugin", "use": "<name>"}` then picks.
+"""
+function plugin_load(path::AbstractString)
+    c = String(path)
+    GC.@preserve c @check ccall((:nenyax_plugin_load, libnenyax), Ptr{Cvoid},
+        (Ptr{UInt8}, Csize_t), c, sizeof(c))
+    return nothing
+end
+
+"""
+    plugin_register(descriptor::Ptr{Cvoid})
+
+Register a plugin implemented in C in this process: `descriptor` points to a `nenyax_plugin_t`
+(copied; its `user_data` must stay valid). Its callbacks run on library worker threads, so they
+must not be Julia functions.
+"""
+function plugin_register(descriptor::Ptr{Cvoid})
+    @check ccall((:nenyax_plugin_register, libnenyax), Ptr{Cvoid}, (Ptr{Cvoid},), descriptor)
+    return nothing
+end
+
+"The plugins loaded or registered so far, as JSON `[{kind, name, version, source}]`."
+plugins_json() = string_call(out -> ccall((:nenyax_plugins_json, libnenyax), Ptr{Cvoid},
+    (Ref{NenyaxString},), out))
 
 """
     export_jsonl(jsonl, options) -> String

@@ -24,7 +24,7 @@ pub use crate::drivers::python as drivers;
 pub mod verifiers;
 
 /// Protocol version this library speaks.
-pub const PROTOCOL: u64 = 1;
+pub const PROTOCOL: u64 = crate::plugins::kinds::DRIVER_PROTOCOL_VERSION as u64;
 
 /// How to start workers.
 #[derive(Debug, Clone)]

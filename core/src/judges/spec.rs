@@ -15,13 +15,14 @@ use crate::policy::{ChatModel, EndpointSpec};
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JudgeSpec {
-    /// `exact`, `contains`, `numeric`, `regex`, `env`, `llm_rubric` or `weighted`.
+    /// `exact`, `contains`, `numeric`, `regex`, `env`, `llm_rubric`, `weighted` or `plugin`.
     #[serde(rename = "type", default = "default_kind")]
     pub kind: String,
     /// Task metadata field holding the expected answer.
     #[serde(default = "default_field")]
     pub field: String,
-    /// How the answer is extracted (see [`Extract::parse`]).
+    /// How the answer is extracted (see [`Extract::parse`]); for a `plugin` judge, how an oracle
+    /// writes its reply (the plugin reads it its own way), which enables the audit.
     #[serde(default)]
     pub extract: Option<String>,
     /// The pattern of a `regex` judge.
@@ -45,6 +46,9 @@ pub struct JudgeSpec {
     /// The parts of a `weighted` judge.
     #[serde(default)]
     pub parts: Vec<WeightedPart>,
+    /// The judge plugin a `plugin` judge uses, by name (plugins config or C ABI registration).
+    #[serde(default, rename = "use")]
+    pub use_: Option<String>,
 }
 
 /// One part of a `weighted` judge spec.
@@ -78,6 +82,7 @@ impl Default for JudgeSpec {
             rubric: None,
             endpoint: None,
             parts: Vec::new(),
+            use_: None,
         }
     }
 }
@@ -104,6 +109,12 @@ pub fn judge_from_spec(spec: &JudgeSpec) -> Result<(Arc<dyn Judge>, Option<Extra
     let extract = |default: Extract| -> Result<Extract> {
         spec.extract.as_deref().map_or(Ok(default), Extract::parse)
     };
+    if spec.use_.is_some() && spec.kind != "plugin" {
+        return Err(Error::Config(format!(
+            "`use` picks a judge plugin, but this judge's type is `{}`; write type = \"plugin\"",
+            spec.kind
+        )));
+    }
     Ok(match spec.kind.as_str() {
         "exact" => {
             let e = extract(Extract::AnswerTag)?;
@@ -160,9 +171,19 @@ pub fn judge_from_spec(spec: &JudgeSpec) -> Result<(Arc<dyn Judge>, Option<Extra
                 .collect::<Result<Vec<_>>>()?;
             (Arc::new(Weighted::new(parts)?), None)
         }
+        "plugin" => {
+            let name = spec.use_.as_deref().ok_or_else(|| {
+                Error::Config(
+                    "a `plugin` judge needs `use` = the judge plugin's name (docs/plugins-abi.md)"
+                        .into(),
+                )
+            })?;
+            let oracle = spec.extract.as_deref().map(Extract::parse).transpose()?;
+            (crate::plugins::library::find_judge(name)?, oracle)
+        }
         other => {
             return Err(Error::Config(format!(
-                "unknown judge type `{other}`; use exact, contains, numeric, regex, env, llm_rubric or weighted"
+                "unknown judge type `{other}`; use exact, contains, numeric, regex, env, llm_rubric, weighted or plugin"
             )))
         }
     })

@@ -7,6 +7,9 @@ use serde::Serialize;
 /// for another one is refused with both versions named.
 pub const PLUGIN_ABI_VERSION: u32 = 1;
 
+/// Version of the bridge's JSON-lines protocol (docs/bridge.md) that executable drivers speak.
+pub const DRIVER_PROTOCOL_VERSION: u32 = 1;
+
 /// Version of `nenyax_judge_vtable_t`.
 pub const JUDGE_VTABLE_VERSION: u32 = 1;
 
@@ -93,7 +96,7 @@ impl Kind {
         let (interface, version, how) = match self {
             Kind::Driver => (
                 "bridge JSON-lines protocol (docs/bridge.md)",
-                Some(crate::bridge::PROTOCOL as u32),
+                Some(DRIVER_PROTOCOL_VERSION),
                 "an executable `nenyax-driver-<scheme>` on PATH, or `command = [...]` in the \
                  plugins config",
             ),

@@ -2,14 +2,20 @@
 //! other kinds as shared libraries exporting a versioned C vtable, found through the plugins
 //! config or registered at run time through the C ABI (docs/plugins.md).
 
+pub mod abi;
 pub mod config;
 pub mod conformance;
+mod crash;
 #[cfg(feature = "python")]
 pub mod external;
+pub mod judge;
 pub mod kinds;
+pub mod library;
 pub mod registry;
 
+pub use abi::PluginInfo;
 pub use kinds::{Interface, Kind, PLUGIN_ABI_VERSION};
+pub use library::{find_judge, load_library, loaded, register};
 
 use serde::Serialize;
 
@@ -90,14 +96,18 @@ pub fn installed() -> Vec<Installed> {
         if executable && cfg!(feature = "python") {
             continue; // listed by executable_drivers
         }
-        let missing = match &e.library {
-            Some(lib) if !lib.exists() => Some(format!("{} does not exist", lib.display())),
-            _ if executable => Some(
-                "executable drivers run in the bridge's workers, which this build left out \
-                 (rebuild with `--features python`)"
-                    .to_string(),
+        let (version, missing) = match &e.library {
+            Some(lib) if !lib.exists() => (None, Some(format!("{} does not exist", lib.display()))),
+            Some(lib) => library_version(&e, lib),
+            None if executable => (
+                None,
+                Some(
+                    "executable drivers run in the bridge's workers, which this build left out \
+                     (rebuild with `--features python`)"
+                        .to_string(),
+                ),
             ),
-            _ => None,
+            None => (None, None),
         };
         out.push(Installed {
             kind: e.kind,
@@ -105,7 +115,7 @@ pub fn installed() -> Vec<Installed> {
                 Kind::Driver => e.scheme().to_string(),
                 _ => e.name.clone(),
             },
-            version: None,
+            version,
             origin: Origin::Config(e.source.clone()),
             summary: e.summary.clone().unwrap_or_else(|| match &e.library {
                 Some(lib) => format!("library {}", lib.display()),
@@ -115,7 +125,52 @@ pub fn installed() -> Vec<Installed> {
             needs: missing,
         });
     }
+    out.extend(
+        loaded()
+            .into_iter()
+            .filter(|p| p.source == library::REGISTERED_SOURCE)
+            .map(|p| Installed {
+                kind: p.kind,
+                name: p.name,
+                version: Some(p.version),
+                origin: Origin::Host,
+                summary: "registered by the host through the C ABI".into(),
+                ready: true,
+                needs: None,
+            }),
+    );
     out
+}
+
+/// Load a configured library (as using it would) for the version its descriptor reports; a
+/// library that is refused (another ABI version, no such plugin in it) says why.
+fn library_version(e: &config::Entry, lib: &std::path::Path) -> (Option<String>, Option<String>) {
+    match library::load_library(lib) {
+        Ok(infos) => match infos.iter().find(|i| i.kind == e.kind && i.name == e.name) {
+            Some(i) => (Some(i.version.clone()), None),
+            None => {
+                let has: Vec<String> = infos
+                    .iter()
+                    .map(|i| format!("{} {}", i.kind, i.name))
+                    .collect();
+                (
+                    None,
+                    Some(format!(
+                        "{} provides no {} plugin named `{}`; it provides: {}",
+                        lib.display(),
+                        e.kind,
+                        e.name,
+                        if has.is_empty() {
+                            "nothing".into()
+                        } else {
+                            has.join(", ")
+                        }
+                    )),
+                )
+            }
+        },
+        Err(err) => (None, Some(err.to_string())),
+    }
 }
 
 /// The executable drivers on PATH and in the plugins config, each asked for its version (its

@@ -4,7 +4,7 @@ Import name ``nenyax_native`` (distribution ``nenyax-native``), so that it insta
 with the Python reference implementation, ``nenyax``.
 """
 
-from . import judges, learners
+from . import judges, learners, plugins
 from ._native import LIBRARY_PATH, protocol_version, version
 from .define import define
 from .env import Env, Runner, load, run, with_judge

@@ -1,0 +1,44 @@
+package nenyax
+
+/*
+#include "nenyax.h"
+*/
+import "C"
+
+import "unsafe"
+
+// The plugin ABI of nenyax.h (docs/plugins-abi.md), taken from the header by cgo.
+const (
+	// PluginABIVersion is NENYAX_PLUGIN_ABI_VERSION, the version of the plugin descriptor.
+	PluginABIVersion = C.NENYAX_PLUGIN_ABI_VERSION
+	// JudgeVtableVersion is NENYAX_JUDGE_VTABLE_VERSION, the version of a judge plugin's vtable.
+	JudgeVtableVersion = C.NENYAX_JUDGE_VTABLE_VERSION
+	// PluginThreadSafe is NENYAX_PLUGIN_THREAD_SAFE: the plugin's callbacks may run concurrently.
+	PluginThreadSafe = C.NENYAX_PLUGIN_THREAD_SAFE
+	// PluginKindJudge is NENYAX_PLUGIN_KIND_JUDGE, the kind code of judge plugins.
+	PluginKindJudge = C.NENYAX_PLUGIN_KIND_JUDGE
+)
+
+// LoadPlugin loads a plugin library (a shared library exporting nenyax_plugin_entry) and
+// registers the plugins it lists; loading the same file again does nothing.
+func LoadPlugin(path string) error {
+	p, n := input(path)
+	return takeError(C.nenyax_plugin_load(p, n))
+}
+
+// RegisterPlugin registers a plugin implemented in C in this process: descriptor points to a
+// nenyax_plugin_t (see nenyax.h), which is copied; its user_data must stay valid for the life
+// of the process. A Go implementation needs cgo-exported callbacks in its vtable.
+func RegisterPlugin(descriptor unsafe.Pointer) error {
+	return takeError(C.nenyax_plugin_register((*C.nenyax_plugin_t)(descriptor)))
+}
+
+// PluginsJSON lists the plugins loaded or registered so far:
+// [{"kind", "name", "version", "source"}].
+func PluginsJSON() (string, error) {
+	var out C.nenyax_string_t
+	if err := takeError(C.nenyax_plugins_json(&out)); err != nil {
+		return "", err
+	}
+	return string(takeBytes(&out)), nil
+}

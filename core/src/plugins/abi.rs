@@ -1,0 +1,140 @@
+//! The C ABI of library plugins: the descriptor a shared library exports through
+//! `nenyax_plugin_entry`, the per-kind vtables, and the fixed integer code of each kind.
+//!
+//! These are the definitions the loader reads. The header (include/nenyax.h) is generated from
+//! ffi/, which holds identical `#[repr(C)]` copies checked field by field against these at
+//! compile time (ffi/src/plugin.rs): cbindgen reads only ffi/, and parsing the whole core crate
+//! for seven small types would drag its other public items into the header.
+
+#![allow(non_camel_case_types)]
+
+use std::ffi::{c_char, c_void};
+
+use serde::Serialize;
+
+use crate::plugins::kinds::Kind;
+
+/// Where a plugin callback writes its result (JSON) or, when it returns non-zero, its error
+/// text. `write` may be called several times; the pieces are concatenated.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct nenyax_plugin_out_t {
+    /// The host's state for `write`; pass it back unchanged.
+    pub ctx: *mut c_void,
+    /// Append `len` bytes at `ptr` (UTF-8) to the result.
+    pub write: Option<unsafe extern "C" fn(ctx: *mut c_void, ptr: *const c_char, len: usize)>,
+}
+
+/// A judge plugin's vtable (kind 3, version [`crate::plugins::kinds::JUDGE_VTABLE_VERSION`]).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct nenyax_judge_vtable_t {
+    /// The vtable version the plugin was built against.
+    pub version: u32,
+    /// Trajectory JSON in; a Judgment JSON (`{"score", "passed"?, "details"?}`) written to
+    /// `out` and 0 returned, or an error message written to `out` and non-zero returned.
+    pub judge: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            trajectory: *const c_char,
+            len: usize,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// Optional, reserved for unregistering; never called today (plugins stay for the process's
+    /// life).
+    pub drop: Option<unsafe extern "C" fn(user_data: *mut c_void)>,
+}
+
+/// One plugin a library (or a host, through `nenyax_plugin_register`) provides.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct nenyax_plugin_t {
+    /// The plugin ABI version the plugin was built against (`NENYAX_PLUGIN_ABI_VERSION`).
+    pub abi_version: u32,
+    /// What it extends: a `NENYAX_PLUGIN_KIND_*` code.
+    pub kind: u32,
+    /// The version of its kind's vtable (e.g. `NENYAX_JUDGE_VTABLE_VERSION`).
+    pub kind_version: u32,
+    /// `NENYAX_PLUGIN_THREAD_SAFE` when its callbacks may run concurrently; otherwise the host
+    /// makes one call at a time.
+    pub flags: u32,
+    /// NUL-terminated UTF-8 name, what `use = "..."` matches.
+    pub name: *const c_char,
+    /// NUL-terminated UTF-8: the plugin's own version.
+    pub version: *const c_char,
+    /// The kind's vtable, e.g. a `const nenyax_judge_vtable_t *`.
+    pub vtable: *const c_void,
+    /// Passed to every callback.
+    pub user_data: *mut c_void,
+}
+
+/// The entry point every plugin library exports with C linkage: given the host's plugin ABI
+/// version, point `plugins` at an array of `count` descriptors that live as long as the library.
+pub type nenyax_plugin_entry_fn = unsafe extern "C" fn(
+    host_abi_version: u32,
+    plugins: *mut *const nenyax_plugin_t,
+    count: *mut usize,
+) -> i32;
+
+/// The symbol the loader looks up.
+pub const ENTRY_SYMBOL: &str = "nenyax_plugin_entry";
+
+/// Flag: the plugin's callbacks may be called from several threads at once.
+pub const PLUGIN_THREAD_SAFE: u32 = 1;
+
+/// A plugin in the registry, for listings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PluginInfo {
+    /// What it extends.
+    pub kind: Kind,
+    /// What `use = "..."` picks it by.
+    pub name: String,
+    /// The plugin's own version string.
+    pub version: String,
+    /// The library's path, or `registered through the C ABI`.
+    pub source: String,
+}
+
+/// The fixed code of a kind in `nenyax_plugin_t.kind`; values are never reused or renumbered.
+pub fn kind_code(kind: Kind) -> u32 {
+    match kind {
+        Kind::Driver => 1,
+        Kind::Sandbox => 2,
+        Kind::Judge => 3,
+        Kind::Learner => 4,
+        Kind::Provider => 5,
+        Kind::Hub => 6,
+        Kind::Telemetry => 7,
+    }
+}
+
+/// The kind a code names, if any.
+pub fn kind_from_code(code: u32) -> Option<Kind> {
+    Kind::ALL.into_iter().find(|k| kind_code(*k) == code)
+}
+
+/// The vtable version this Nenyax speaks for a kind, or None where library plugins of that kind
+/// are not loadable yet (the loader then refuses them by name).
+pub fn vtable_version(kind: Kind) -> Option<u32> {
+    match kind {
+        Kind::Judge => Some(crate::plugins::kinds::JUDGE_VTABLE_VERSION),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kind_codes_round_trip_and_are_fixed() {
+        let codes: Vec<u32> = Kind::ALL.iter().map(|k| kind_code(*k)).collect();
+        assert_eq!(codes, [1, 2, 3, 4, 5, 6, 7]);
+        for k in Kind::ALL {
+            assert_eq!(kind_from_code(kind_code(k)), Some(k));
+        }
+        assert_eq!(kind_from_code(0), None);
+        assert_eq!(kind_from_code(8), None);
+    }
+}

@@ -1,0 +1,191 @@
+//! Library plugins: the descriptor and vtables a plugin library exports through
+//! `nenyax_plugin_entry`, and the functions a host uses to register its own plugins, load a
+//! library explicitly and list what is loaded (docs/plugins-abi.md).
+//!
+//! The types are copies of `nenyax_core::plugins::abi`'s, which the loader reads; cbindgen reads
+//! only this crate, so the header is generated from these. The `const` block below fails the
+//! build if a copy's layout drifts from the core definition.
+
+use std::ffi::{c_char, c_void};
+use std::mem::{align_of, offset_of, size_of};
+
+use nenyax_core::plugins::abi as core_abi;
+use nenyax_core::plugins::kinds as core_kinds;
+
+use crate::args::{json_out, need_out, nenyax_string_t, str_arg};
+use crate::error::{boundary, invalid, nenyax_error_t, out_param};
+
+/// Version of the plugin descriptor (`nenyax_plugin_t`) this header describes; a plugin built
+/// for another version is refused with both versions named.
+pub const NENYAX_PLUGIN_ABI_VERSION: u32 = 1;
+
+/// Version of `nenyax_judge_vtable_t`.
+pub const NENYAX_JUDGE_VTABLE_VERSION: u32 = 1;
+
+/// Flag in `nenyax_plugin_t.flags`: the plugin's callbacks may run on several threads at once;
+/// without it the library makes one call at a time (from any thread).
+pub const NENYAX_PLUGIN_THREAD_SAFE: u32 = 1;
+
+/// What a plugin extends, the value of `nenyax_plugin_t.kind` (a uint32_t); values are fixed
+/// forever.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum nenyax_plugin_kind_t {
+    /// Loads environments of a native format (drivers come as executables for now).
+    NENYAX_PLUGIN_KIND_DRIVER = 1,
+    /// Runs commands in isolation (not loadable from libraries yet).
+    NENYAX_PLUGIN_KIND_SANDBOX = 2,
+    /// Scores a finished episode: `vtable` is a `nenyax_judge_vtable_t`.
+    NENYAX_PLUGIN_KIND_JUDGE = 3,
+    /// Improves a policy (not loadable from libraries yet).
+    NENYAX_PLUGIN_KIND_LEARNER = 4,
+    /// A model provider (not loadable from libraries yet).
+    NENYAX_PLUGIN_KIND_PROVIDER = 5,
+    /// An environment hub (not loadable from libraries yet).
+    NENYAX_PLUGIN_KIND_HUB = 6,
+    /// A telemetry sink (not loadable from libraries yet).
+    NENYAX_PLUGIN_KIND_TELEMETRY = 7,
+}
+
+/// Where a plugin callback writes its result (JSON) or, when it returns non-zero, its error
+/// text; `write` may be called several times and the pieces are concatenated.
+#[repr(C)]
+pub struct nenyax_plugin_out_t {
+    /// The library's state for `write`: pass it back unchanged.
+    pub ctx: *mut c_void,
+    /// Append `len` bytes of UTF-8 at `ptr` to the result.
+    pub write: Option<unsafe extern "C" fn(ctx: *mut c_void, ptr: *const c_char, len: usize)>,
+}
+
+/// A judge plugin's vtable (`NENYAX_PLUGIN_KIND_JUDGE`).
+#[repr(C)]
+pub struct nenyax_judge_vtable_t {
+    /// NENYAX_JUDGE_VTABLE_VERSION.
+    pub version: u32,
+    /// Trajectory JSON in (NUL-terminated; `len` excludes the NUL); write a Judgment JSON
+    /// ({"score": finite number, "passed"?: bool, "details"?: object}) to `out` and return 0, or
+    /// write an error message and return non-zero. Runs on worker threads (docs/plugins-abi.md).
+    pub judge: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            trajectory: *const c_char,
+            len: usize,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// Optional, reserved: would free `user_data` on unregistering; plugins stay for the
+    /// process's life today, so it is never called.
+    pub drop: Option<unsafe extern "C" fn(user_data: *mut c_void)>,
+}
+
+/// One plugin, as a library's `nenyax_plugin_entry` lists it or a host registers it.
+#[repr(C)]
+pub struct nenyax_plugin_t {
+    /// NENYAX_PLUGIN_ABI_VERSION the plugin was built against (first field, fixed forever).
+    pub abi_version: u32,
+    /// A nenyax_plugin_kind_t value.
+    pub kind: u32,
+    /// The version of the kind's vtable, e.g. NENYAX_JUDGE_VTABLE_VERSION.
+    pub kind_version: u32,
+    /// 0 or NENYAX_PLUGIN_THREAD_SAFE.
+    pub flags: u32,
+    /// NUL-terminated UTF-8: what `use = "..."` matches.
+    pub name: *const c_char,
+    /// NUL-terminated UTF-8: the plugin's own version.
+    pub version: *const c_char,
+    /// The kind's vtable, e.g. a `const nenyax_judge_vtable_t *`.
+    pub vtable: *const c_void,
+    /// Passed to every callback.
+    pub user_data: *mut c_void,
+}
+
+/// The function every plugin library exports with C linkage under the name
+/// `nenyax_plugin_entry`: given the host's NENYAX_PLUGIN_ABI_VERSION, point `*plugins` at an
+/// array of `*count` descriptors that live as long as the library, and return 0.
+pub type nenyax_plugin_entry_fn = Option<
+    unsafe extern "C" fn(
+        host_abi_version: u32,
+        plugins: *mut *const nenyax_plugin_t,
+        count: *mut usize,
+    ) -> i32,
+>;
+
+// The header's copies must be the loader's types, field for field.
+const _: () = {
+    macro_rules! same {
+        ($ours:ty, $core:ty, $($f:ident),*) => {
+            assert!(size_of::<$ours>() == size_of::<$core>());
+            assert!(align_of::<$ours>() == align_of::<$core>());
+            $(assert!(offset_of!($ours, $f) == offset_of!($core, $f));)*
+        };
+    }
+    same!(
+        nenyax_plugin_out_t,
+        core_abi::nenyax_plugin_out_t,
+        ctx,
+        write
+    );
+    same!(
+        nenyax_judge_vtable_t,
+        core_abi::nenyax_judge_vtable_t,
+        version,
+        judge,
+        drop
+    );
+    same!(
+        nenyax_plugin_t,
+        core_abi::nenyax_plugin_t,
+        abi_version,
+        kind,
+        kind_version,
+        flags,
+        name,
+        version,
+        vtable,
+        user_data
+    );
+    assert!(NENYAX_PLUGIN_ABI_VERSION == core_kinds::PLUGIN_ABI_VERSION);
+    assert!(NENYAX_JUDGE_VTABLE_VERSION == core_kinds::JUDGE_VTABLE_VERSION);
+    assert!(NENYAX_PLUGIN_THREAD_SAFE == core_abi::PLUGIN_THREAD_SAFE);
+};
+
+/// Register a plugin this host implements (same descriptor and vtable as a library's), so that
+/// `{"type": "plugin", "use": "<name>"}` judges find it. The descriptor and vtable are copied;
+/// `user_data` must stay valid for the life of the process. A name already taken for the kind
+/// is NENYAX_STATUS_CONFIG; so is a version mismatch, with both versions named.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_plugin_register(
+    plugin: *const nenyax_plugin_t,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        if plugin.is_null() {
+            return Err(invalid("plugin is NULL".into()));
+        }
+        nenyax_core::plugins::register(plugin.cast::<core_abi::nenyax_plugin_t>())?;
+        Ok(())
+    })
+}
+
+/// Load a plugin library (a path, UTF-8) and register the plugins its `nenyax_plugin_entry`
+/// lists; loading the same file again is a no-op. Libraries are never unloaded.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_plugin_load(
+    path: *const c_char,
+    len: usize,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        let path = str_arg(path, len, "path")?;
+        nenyax_core::plugins::load_library(std::path::Path::new(path))?;
+        Ok(())
+    })
+}
+
+/// The plugins loaded or registered so far, as a JSON array of {"kind", "name", "version",
+/// "source"}. Free with nenyax_string_free.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_plugins_json(out: *mut nenyax_string_t) -> *mut nenyax_error_t {
+    boundary(|| {
+        need_out(out)?;
+        out_param(out, json_out(&nenyax_core::plugins::loaded()))
+    })
+}
