@@ -67,6 +67,23 @@ pub mod uri;
 
 // Old homes of the provider presets and the Responses-API conversions.
 pub use models::providers;
+
+/// A Nenyax config file: the file variable `var` names, else `name` under
+/// `$XDG_CONFIG_HOME/nenyax`, `~/.config/nenyax`, or (no home) `/etc/nenyax`; one rule for every
+/// config so users find them all in one place.
+pub fn config_file(var: &str, name: &str) -> std::path::PathBuf {
+    use std::path::PathBuf;
+    if let Some(p) = std::env::var_os(var).filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+        .unwrap_or_else(|| PathBuf::from("/etc"))
+        .join("nenyax")
+        .join(name)
+}
 pub use openai::responses;
 
 pub use conformance::{check, check_uri, CheckOptions, Report, Tier};

@@ -1,7 +1,7 @@
 //! The plugins config: which third-party plugins this machine has, and where they live.
 //!
 //! One TOML file (`$NENYAX_PLUGINS`, else `$XDG_CONFIG_HOME/nenyax/plugins.toml`, else
-//! `~/.config/nenyax/plugins.toml`); no file means no configured plugins, not an error, so that a
+//! `~/.config/nenyax/plugins.toml`, else `/etc/nenyax/plugins.toml`); no file means no configured plugins, not an error, so that a
 //! fresh machine runs on the built-in set. Each `[[plugin]]` names an executable driver
 //! (`command`) or a shared library of any other kind (`library`), see docs/plugins.md.
 
@@ -61,15 +61,7 @@ struct RawEntry {
 
 /// Where the plugins config is looked for, whether or not it exists.
 pub fn path() -> PathBuf {
-    if let Some(p) = std::env::var_os(CONFIG_ENV).filter(|p| !p.is_empty()) {
-        return PathBuf::from(p);
-    }
-    let base = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|p| !p.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
-        .unwrap_or_else(std::env::temp_dir);
-    base.join("nenyax").join("plugins.toml")
+    crate::config_file(CONFIG_ENV, "plugins.toml")
 }
 
 /// The configured plugins; an empty list when there is no config file. A file named by

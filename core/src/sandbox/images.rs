@@ -79,15 +79,7 @@ pub const BOOTSTRAP_PACKAGES: &[&str] = &[
 /// The config file: `$NENYAX_CONFIG`, else `$XDG_CONFIG_HOME/nenyax/config.toml`, else
 /// `~/.config/nenyax/config.toml`.
 pub fn config_path() -> PathBuf {
-    if let Some(p) = std::env::var_os(CONFIG_ENV).filter(|p| !p.is_empty()) {
-        return PathBuf::from(p);
-    }
-    let base = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|p| !p.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
-        .unwrap_or_else(|| PathBuf::from("/etc"));
-    base.join("nenyax").join("config.toml")
+    crate::config_file(CONFIG_ENV, "config.toml")
 }
 
 /// Where build logs go: `$XDG_CACHE_HOME/nenyax/builds`, else `~/.cache/nenyax/builds`.
