@@ -1103,6 +1103,17 @@ struct nenyax_error_t *nenyax_plugin_load(const char *path, size_t len);
 // "source"}. Free with nenyax_string_free.
 struct nenyax_error_t *nenyax_plugins_json(struct nenyax_string_t *out);
 
+// Hold the plugin `name` of `kind` ("judge", ...) to its kind's conformance checks, as
+// `nenyax plugin-check` does, for a plugin's own test suite: NULL when it conforms, else a
+// NENYAX_STATUS_CONFIG error whose message is the report, every failed check named (or why it
+// cannot be checked). On success `report_out`, when not NULL, gets the JSON report ({"kind",
+// "name", "checks": [{"name", "passed", "detail"}]}); free it with nenyax_string_free.
+struct nenyax_error_t *nenyax_plugin_check(const char *kind,
+                                           size_t kind_len,
+                                           const char *name,
+                                           size_t name_len,
+                                           struct nenyax_string_t *report_out);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

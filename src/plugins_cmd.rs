@@ -124,30 +124,7 @@ pub struct PluginCheckArgs {
 /// Run the checks; exit status 1 when the plugin does not conform.
 pub fn check(args: &PluginCheckArgs) -> Result<bool, Error> {
     let kind = Kind::parse(&args.kind).map_err(Error::Config)?;
-    let report = match kind {
-        Kind::Judge => {
-            let judge = plugins::conformance::judge_by_name(&args.name)?;
-            plugins::conformance::check_judge(&args.name, judge)
-        }
-        Kind::Driver => {
-            return Err(Error::Config(format!(
-                "drivers are checked on an environment: `nenyax check {}:TARGET --require audited`",
-                args.name
-            )))
-        }
-        Kind::Sandbox => {
-            return Err(Error::Config(format!(
-                "sandbox backends have their own check: `nenyax sandbox-check {}`",
-                args.name
-            )))
-        }
-        other => {
-            return Err(Error::Config(format!(
-                "{other}s take no third-party plugins yet, so there is no {other} conformance \
-                 check; `nenyax plugins --kinds` lists the kinds that do"
-            )))
-        }
-    };
+    let report = plugins::conformance::check(kind, &args.name)?;
     if args.json {
         outln!(
             "{}",

@@ -42,3 +42,15 @@ func PluginsJSON() (string, error) {
 	}
 	return string(takeBytes(&out)), nil
 }
+
+// CheckPlugin holds a plugin to its kind's conformance checks, as `nenyax plugin-check` does:
+// the JSON report when it conforms, an error (status CONFIG) naming every failed check when not.
+func CheckPlugin(kind, name string) (string, error) {
+	k, kn := input(kind)
+	nm, nn := input(name)
+	var out C.nenyax_string_t
+	if err := takeError(C.nenyax_plugin_check(k, kn, nm, nn, &out)); err != nil {
+		return "", err
+	}
+	return string(takeBytes(&out)), nil
+}

@@ -23,3 +23,15 @@ func TestPluginLoadErrorsAreTypedAndTheListIsJSON(t *testing.T) {
 		t.Fatalf("constants: %d %d %d", PluginABIVersion, JudgeVtableVersion, PluginKindJudge)
 	}
 }
+
+func TestCheckPluginHoldsAJudgeToItsKindsChecks(t *testing.T) {
+	report, err := CheckPlugin("judge", "exact")
+	if err != nil || !strings.Contains(report, `"name":"discriminates","passed":true`) {
+		t.Fatalf("CheckPlugin(judge, exact): %q, %v", report, err)
+	}
+	_, err = CheckPlugin("judge", "no_such_judge")
+	var e *Error
+	if !errors.As(err, &e) || e.Status != StatusConfig || !strings.Contains(e.Message, "no judge `no_such_judge`") {
+		t.Fatalf("CheckPlugin of an unknown judge: %v", err)
+	}
+}

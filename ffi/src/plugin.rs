@@ -189,3 +189,28 @@ pub unsafe extern "C" fn nenyax_plugins_json(out: *mut nenyax_string_t) -> *mut 
         out_param(out, json_out(&nenyax_core::plugins::loaded()))
     })
 }
+
+/// Hold the plugin `name` of `kind` ("judge", ...) to its kind's conformance checks, as
+/// `nenyax plugin-check` does, for a plugin's own test suite: NULL when it conforms, else a
+/// NENYAX_STATUS_CONFIG error whose message is the report, every failed check named (or why it
+/// cannot be checked). On success `report_out`, when not NULL, gets the JSON report ({"kind",
+/// "name", "checks": [{"name", "passed", "detail"}]}); free it with nenyax_string_free.
+#[no_mangle]
+pub unsafe extern "C" fn nenyax_plugin_check(
+    kind: *const c_char,
+    kind_len: usize,
+    name: *const c_char,
+    name_len: usize,
+    report_out: *mut nenyax_string_t,
+) -> *mut nenyax_error_t {
+    boundary(|| {
+        let kind = str_arg(kind, kind_len, "kind")?;
+        let kind = nenyax_core::plugins::Kind::parse(kind).map_err(nenyax_core::Error::Config)?;
+        let name = str_arg(name, name_len, "name")?;
+        let report = nenyax_core::plugins::conformance::check(kind, name)?.into_result()?;
+        if !report_out.is_null() {
+            out_param(report_out, json_out(&report))?;
+        }
+        Ok(())
+    })
+}

@@ -1080,6 +1080,14 @@ inline std::string plugins_json() {
   return detail::string_call([](nenyax_string_t* out) { return nenyax_plugins_json(out); });
 }
 
+// Hold a plugin to its kind's conformance checks (nenyax plugin-check): the JSON report when it
+// conforms; throws nenyax::Error (status CONFIG, the failed checks in its message) when not.
+inline std::string plugin_check(std::string_view kind, std::string_view name) {
+  return detail::string_call([&](nenyax_string_t* out) {
+    return nenyax_plugin_check(kind.data(), kind.size(), name.data(), name.size(), out);
+  });
+}
+
 // Export trajectories (JSONL text) as training rows; options as nenyax_export's ("to", "rows",
 // "min_score", "out" required). Returns the summary JSON ({"rows", "trajectories", ...}).
 inline std::string export_jsonl(std::string_view jsonl, std::string_view options_json) {

@@ -1127,6 +1127,18 @@ function plugin_register(descriptor::Ptr{Cvoid})
     return nothing
 end
 
+"""
+    plugin_check(kind, name) -> String
+
+Hold a plugin to its kind's conformance checks (`nenyax plugin-check`): the JSON report when it
+conforms; a `NenyaxError` (status CONFIG) naming every failed check when not.
+"""
+function plugin_check(kind::AbstractString, name::AbstractString)
+    k, n = String(kind), String(name)
+    GC.@preserve k n string_call(out -> ccall((:nenyax_plugin_check, libnenyax), Ptr{Cvoid},
+        (Ptr{UInt8}, Csize_t, Ptr{UInt8}, Csize_t, Ref{NenyaxString}), k, sizeof(k), n, sizeof(n), out))
+end
+
 "The plugins loaded or registered so far, as JSON `[{kind, name, version, source}]`."
 plugins_json() = string_call(out -> ccall((:nenyax_plugins_json, libnenyax), Ptr{Cvoid},
     (Ref{NenyaxString},), out))

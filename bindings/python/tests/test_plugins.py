@@ -38,3 +38,11 @@ def test_the_cpp_judge_plugin_audits_a_defined_environment(tmp_path):
     traj = env.rollout(lambda obs: "<answer>nairobi</answer>", task=env.tasks()[0])
     assert traj.score == 1.0
     assert env.rollout(lambda obs: "<answer>Paris</answer>", task=env.tasks()[0]).score == 0.0
+
+
+def test_plugin_check_holds_a_judge_to_its_kinds_checks():
+    report = nx.plugins.plugin_check("judge", "exact")
+    assert report["kind"] == "judge" and all(c["passed"] for c in report["checks"])
+    assert {c["name"] for c in report["checks"]} >= {"discriminates", "deterministic", "thread_safe"}
+    with pytest.raises(errors.ConfigError, match="no judge `no_such_judge`"):
+        nx.plugins.plugin_check("judge", "no_such_judge")

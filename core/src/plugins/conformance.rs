@@ -248,6 +248,25 @@ fn clip(s: &str) -> String {
     out
 }
 
+/// Check the plugin `name` of `kind` (`nenyax plugin-check`, `nenyax_plugin_check`). `Err` when
+/// it cannot be checked at all (an unknown name, a kind checked elsewhere); a plugin that does
+/// not conform is an `Ok` report whose checks say why.
+pub fn check(kind: Kind, name: &str) -> Result<Report> {
+    match kind {
+        Kind::Judge => Ok(check_judge(name, judge_by_name(name)?)),
+        Kind::Driver => Err(Error::Config(format!(
+            "drivers are checked on an environment: `nenyax check {name}:TARGET --require audited`"
+        ))),
+        Kind::Sandbox => Err(Error::Config(format!(
+            "sandbox backends have their own check: `nenyax sandbox-check {name}`"
+        ))),
+        other => Err(Error::Config(format!(
+            "{other}s take no third-party plugins yet, so there is no {other} conformance check; \
+             `nenyax plugins --kinds` lists the kinds that do"
+        ))),
+    }
+}
+
 /// A judge by name, as `nenyax plugin-check judge NAME` finds it: a built-in judge type, or a
 /// plugin (a judge spec `{"type": "plugin", "use": NAME}`), so built-ins and plugins are held
 /// to the same checks.

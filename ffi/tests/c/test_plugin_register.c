@@ -147,6 +147,17 @@ int main(void)
     CHECK(find_bytes(s.ptr, s.len, "failed (returned 5): the grader is down") != NULL);
     nenyax_string_free(&s);
 
+    printf("nenyax_plugin_check\n");
+    REQUIRE_OK(nenyax_plugin_check(S("judge"), S("c_judge"), &s));
+    CHECK(find_bytes(s.ptr, s.len, "\"name\":\"discriminates\",\"passed\":true") != NULL);
+    nenyax_string_free(&s);
+    REQUIRE_OK(nenyax_plugin_check(S("judge"), S("exact"), NULL)); /* built-ins alike */
+    CHECK_STATUS_MSG(nenyax_plugin_check(S("judge"), S("c_failing"), NULL), NENYAX_STATUS_CONFIG,
+                     "does not conform");
+    CHECK_STATUS_MSG(nenyax_plugin_check(S("judges"), S("c_judge"), NULL), NENYAX_STATUS_CONFIG,
+                     "unknown plugin kind");
+    CHECK_STATUS(nenyax_plugin_check(NULL, 5, S("x"), NULL), NENYAX_STATUS_INVALID_ARGUMENT);
+
     printf("nenyax_plugin_load\n");
     CHECK_STATUS(nenyax_plugin_load(NULL, 3), NENYAX_STATUS_INVALID_ARGUMENT);
     CHECK_STATUS_MSG(nenyax_plugin_load(S("/nonexistent/libnope.so")), NENYAX_STATUS_CONFIG,

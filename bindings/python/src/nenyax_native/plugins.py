@@ -31,3 +31,10 @@ def plugin_register(descriptor: Any) -> None:
 def plugins() -> List[Dict[str, Any]]:
     """The plugins loaded or registered so far: [{"kind", "name", "version", "source"}]."""
     return call_json(lib.nenyax_plugins_json)
+
+
+def plugin_check(kind: str, name: str) -> Dict[str, Any]:
+    """Hold a plugin to its kind's conformance checks (``nenyax plugin-check``): the report when it
+    conforms; raises the library's error (status CONFIG, every failed check named) when not."""
+    k, n = kind.encode("utf-8"), name.encode("utf-8")
+    return call_json(lib.nenyax_plugin_check, k, len(k), n, len(n))
