@@ -55,6 +55,7 @@ __all__ = [
     "export",
     "judges",
     "learners",
+    "plugins",
     "load",
     "load_config",
     "protocol_version",
