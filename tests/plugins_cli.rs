@@ -137,3 +137,95 @@ fn a_broken_config_is_one_row_that_says_why() {
     // The built-ins still list.
     assert!(rows.iter().any(|r| r["name"] == "builtin"));
 }
+
+/// A provider from the plugins config is data (a base URL and a key variable): `--provider`
+/// reaches it with the key from its variable, `plugin-check provider` round-trips a chat
+/// completion against a local stub at its base path, and `nenyax plugins` lists it.
+#[test]
+fn a_configured_provider_is_used_by_name_and_checked() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/acme/v1", server.server_addr().to_ip().unwrap());
+    let calls = Arc::new(AtomicUsize::new(0));
+    let seen = calls.clone();
+    std::thread::spawn(move || {
+        for mut req in server.incoming_requests() {
+            let mut body = String::new();
+            req.as_reader().read_to_string(&mut body).unwrap();
+            let keyed = req.headers().iter().any(|h| {
+                h.field.equiv("Authorization") && h.value.as_str() == "Bearer acme-secret"
+            });
+            if keyed && req.url() == "/acme/v1/chat/completions" {
+                seen.fetch_add(1, Ordering::SeqCst);
+            }
+            let reply = serde_json::json!({
+                "id": "x", "object": "chat.completion", "model": "m",
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": "<answer>0</answer>"}}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+            });
+            let _ = req.respond(tiny_http::Response::from_string(reply.to_string()));
+        }
+    });
+    let (_dir, config) = temp_file(
+        "plugins.toml",
+        &format!(
+            "[[plugin]]\nname = \"acme\"\nkind = \"provider\"\nbase_url = \"{url}\"\n\
+             key_var = \"ACME_KEY\"\nsummary = \"Acme's models\"\n\n\
+             [[plugin]]\nname = \"broken\"\nkind = \"provider\"\n\
+             base_url = \"https://api.broken.example/v1?region=eu\"\n"
+        ),
+    );
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_nenyax"))
+            .args(args)
+            .env("NENYAX_PLUGINS", &config)
+            .env("ACME_KEY", "acme-secret")
+            .output()
+            .unwrap()
+    };
+    let o = run(&[
+        "run",
+        "builtin:arithmetic?size=5",
+        "-n",
+        "3",
+        "--provider",
+        "acme",
+        "--model",
+        "m",
+    ]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(calls.load(Ordering::SeqCst), 3, "{}", stdout(&o));
+
+    let o = run(&["plugin-check", "provider", "acme"]);
+    assert!(o.status.success(), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("POST /acme/v1/chat/completions"),
+        "{}",
+        stdout(&o)
+    );
+    // A base URL with a query string cannot take the API's paths: the check says so.
+    let o = run(&["plugin-check", "provider", "broken"]);
+    assert!(!o.status.success());
+    assert!(stdout(&o).contains("✘ resolves"), "{}", stdout(&o));
+    assert!(stdout(&o).contains("query or fragment"), "{}", stdout(&o));
+
+    let rows = json(&run(&["plugins", "--json", "--kind", "provider"]));
+    let acme = rows
+        .iter()
+        .find(|r| r["name"] == "acme")
+        .expect("acme is listed");
+    assert_eq!(acme["origin"]["from"], "config");
+    let o = run(&[
+        "run",
+        "builtin:arithmetic",
+        "-n",
+        "1",
+        "--provider",
+        "acmee",
+        "--model",
+        "m",
+    ]);
+    assert!(stderr(&o).contains("did you mean `acme`"), "{}", stderr(&o));
+}

@@ -173,15 +173,56 @@ pub const PROVIDERS: &[Provider] = &[
     ),
 ];
 
-/// The provider called `name` (case-insensitive; `-` and `_` alike).
+/// The providers the plugins config adds (`kind = "provider"`, a base URL and a key variable),
+/// read once per process; an unreadable config adds none (`nenyax plugins` says why).
+pub fn configured() -> &'static [Provider] {
+    static CONFIGURED: std::sync::OnceLock<Vec<Provider>> = std::sync::OnceLock::new();
+    CONFIGURED.get_or_init(|| {
+        // Interned once per process: a Provider's fields are `&'static str` like the built-ins'.
+        let keep = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+        crate::plugins::config::entries()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|e| e.kind == crate::plugins::kinds::Kind::Provider)
+            .filter_map(|e| {
+                let base_url = e.base_url.clone()?;
+                let local = ["://localhost", "://127.", "://[::1]"]
+                    .iter()
+                    .any(|h| base_url.contains(h));
+                let key_var = e.key_var.clone().unwrap_or_else(|| {
+                    format!("{}_API_KEY", e.name.to_ascii_uppercase().replace('-', "_"))
+                });
+                Some(Provider {
+                    title: keep(e.summary.clone().unwrap_or_else(|| e.name.clone())),
+                    name: keep(e.name),
+                    base_url: keep(base_url),
+                    key_var: keep(key_var),
+                    kind: if local {
+                        ProviderKind::Local
+                    } else {
+                        ProviderKind::Hosted
+                    },
+                })
+            })
+            .collect()
+    })
+}
+
+/// The provider called `name` (case-insensitive; `-` and `_` alike): a built-in one, else one
+/// the plugins config adds.
 pub fn provider(name: &str) -> Result<&'static Provider> {
     let norm = |s: &str| s.to_ascii_lowercase().replace('_', "-");
     let want = norm(name);
     PROVIDERS
         .iter()
+        .chain(configured())
         .find(|p| norm(p.name) == want)
         .ok_or_else(|| {
-            let names: Vec<&str> = PROVIDERS.iter().map(|p| p.name).collect();
+            let names: Vec<&str> = PROVIDERS
+                .iter()
+                .chain(configured())
+                .map(|p| p.name)
+                .collect();
             let hint = crate::error::suggest(&want, names.iter().copied())
                 .map(|s| format!(" (did you mean `{s}`?)"))
                 .unwrap_or_default();

@@ -29,6 +29,10 @@ pub struct Entry {
     pub scheme: Option<String>,
     /// One line on what it does, for `nenyax plugins` and `nenyax drivers`.
     pub summary: Option<String>,
+    /// A provider's OpenAI-compatible base URL (providers are data, not code).
+    pub base_url: Option<String>,
+    /// The variable holding a provider's API key (default `<NAME>_API_KEY`).
+    pub key_var: Option<String>,
     /// The config file it came from, so listings and errors can say where to fix it.
     pub source: PathBuf,
 }
@@ -57,6 +61,8 @@ struct RawEntry {
     library: Option<PathBuf>,
     scheme: Option<String>,
     summary: Option<String>,
+    base_url: Option<String>,
+    key_var: Option<String>,
 }
 
 /// Where the plugins config is looked for, whether or not it exists.
@@ -106,7 +112,34 @@ pub fn parse(text: &str, source: &Path) -> Result<Vec<Entry>> {
         let library = raw
             .library
             .map(|p| if p.is_relative() { dir.join(p) } else { p });
+        if kind == Kind::Provider {
+            let url = raw.base_url.as_deref().unwrap_or_default();
+            if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() < 10 {
+                return Err(bad(format!(
+                    "provider `{name}` needs `base_url = \"https://host/v1\"` (its \
+                     OpenAI-compatible API; providers are data, not code)"
+                )));
+            }
+            if !raw.command.is_empty() || library.is_some() {
+                return Err(bad(format!(
+                    "provider `{name}` is a base URL and a key variable, not a program: drop \
+                     `command`/`library`"
+                )));
+            }
+            if let Some(var) = &raw.key_var {
+                if var.is_empty() || !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                    return Err(bad(format!(
+                        "provider `{name}`: key_var `{var}` must be an environment variable name"
+                    )));
+                }
+            }
+        } else if raw.base_url.is_some() || raw.key_var.is_some() {
+            return Err(bad(format!(
+                "`base_url` and `key_var` are for providers; {kind} plugin `{name}` does not take them"
+            )));
+        }
         match (kind, raw.command.is_empty(), library.is_some()) {
+            (Kind::Provider, _, _) => {}
             (Kind::Driver, false, false) | (Kind::Driver, true, true) => {}
             (Kind::Driver, _, _) => {
                 return Err(bad(format!(
@@ -142,6 +175,8 @@ pub fn parse(text: &str, source: &Path) -> Result<Vec<Entry>> {
             library,
             scheme: raw.scheme,
             summary: raw.summary,
+            base_url: raw.base_url,
+            key_var: raw.key_var,
             source: source.to_path_buf(),
         });
     }
@@ -196,6 +231,11 @@ mod tests {
             ("[[plugin]]\nname = \"a\"\nkind = \"hub\"\nlibrary = \"x.so\"\nscheme = \"s\"", "`scheme` is for drivers"),
             ("[[plugin]]\nname = \"a\"\nkind = \"hub\"\nlibrary = \"x.so\"\n[[plugin]]\nname = \"a\"\nkind = \"hub\"\nlibrary = \"y.so\"", "listed twice"),
             ("[[plugin]]\nname = \"a\"\nkind = \"hub\"\nlibary = \"x.so\"", "unknown field `libary`"),
+            ("[[plugin]]\nname = \"a\"\nkind = \"provider\"", "needs `base_url"),
+            ("[[plugin]]\nname = \"a\"\nkind = \"provider\"\nbase_url = \"ftp://x/v1\"", "needs `base_url"),
+            ("[[plugin]]\nname = \"a\"\nkind = \"provider\"\nbase_url = \"https://x.io/v1\"\nlibrary = \"x.so\"", "not a program"),
+            ("[[plugin]]\nname = \"a\"\nkind = \"provider\"\nbase_url = \"https://x.io/v1\"\nkey_var = \"A-B\"", "environment variable name"),
+            ("[[plugin]]\nname = \"a\"\nkind = \"judge\"\nlibrary = \"x.so\"\nbase_url = \"https://x.io/v1\"", "are for providers"),
         ];
         for (text, want) in cases {
             let e = parse_at(text).unwrap_err().to_string();

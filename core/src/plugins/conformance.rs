@@ -254,6 +254,7 @@ fn clip(s: &str) -> String {
 pub fn check(kind: Kind, name: &str) -> Result<Report> {
     match kind {
         Kind::Judge => Ok(check_judge(name, judge_by_name(name)?)),
+        Kind::Provider => Ok(check_provider(name)),
         Kind::Driver => Err(Error::Config(format!(
             "drivers are checked on an environment: `nenyax check {name}:TARGET --require audited`"
         ))),
@@ -264,6 +265,161 @@ pub fn check(kind: Kind, name: &str) -> Result<Report> {
             "{other}s take no third-party plugins yet, so there is no {other} conformance check; \
              `nenyax plugins --kinds` lists the kinds that do"
         ))),
+    }
+}
+
+/// Check a model provider (built in or from the plugins config): it resolves by name, its base
+/// URL and key variable are well formed, and an OpenAI-compatible chat completion round-trips
+/// through Nenyax's client against a local stub standing in at the provider's base path (the
+/// request's path, bearer key, model and messages checked by the stub). It never calls the real
+/// service and never sends the real key.
+pub fn check_provider(name: &str) -> Report {
+    let mut checks = Vec::new();
+    let report = |checks: Vec<Check>| Report {
+        kind: Kind::Provider,
+        name: name.to_string(),
+        checks,
+    };
+    let p = match crate::providers::provider(name) {
+        Ok(p) => p,
+        Err(e) => {
+            checks.push(Check {
+                name: "resolves",
+                passed: false,
+                detail: e.to_string(),
+            });
+            return report(checks);
+        }
+    };
+    let base = p.base_url;
+    let rest = base
+        .strip_prefix("https://")
+        .or_else(|| base.strip_prefix("http://"));
+    let path = rest
+        .map(|r| r.find('/').map_or("", |i| &r[i..]).trim_end_matches('/'))
+        .unwrap_or_default();
+    let key_ok = !p.key_var.is_empty()
+        && p.key_var
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_');
+    // The API's paths are appended to the base URL, so a query or fragment would swallow them.
+    let plain = !base.contains('?') && !base.contains('#');
+    checks.push(Check {
+        name: "resolves",
+        passed: rest.is_some_and(|r| !r.is_empty()) && key_ok && plain,
+        detail: if plain {
+            format!("{} at {base}, key in {}", p.title, p.key_var)
+        } else {
+            format!("base URL {base} has a query or fragment, which the API's paths cannot follow")
+        },
+    });
+    let detail = stub_round_trip(path);
+    checks.push(Check {
+        name: "round_trip",
+        passed: detail.is_ok(),
+        detail: detail.unwrap_or_else(|e| e),
+    });
+    report(checks)
+}
+
+/// One chat completion through [`crate::policy::Endpoint`] to a one-shot local server that checks
+/// what it receives at `path`.
+fn stub_round_trip(path: &str) -> std::result::Result<String, String> {
+    use crate::policy::{ChatModel, Endpoint};
+    use std::io::{Read, Write};
+    const KEY: &str = "nenyax-check-key";
+    const MODEL: &str = "nenyax-check-model";
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let want_path = format!("{path}/chat/completions");
+    let server = std::thread::spawn(move || -> std::result::Result<(), String> {
+        let (mut conn, _) = listener.accept().map_err(|e| e.to_string())?;
+        conn.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .map_err(|e| e.to_string())?;
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        let head_end = loop {
+            let n = conn.read(&mut chunk).map_err(|e| e.to_string())?;
+            if n == 0 {
+                return Err("the client closed the connection early".into());
+            }
+            buf.extend_from_slice(&chunk[..n]);
+            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+        let header = |name: &str| {
+            head.lines().find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.trim()
+                    .eq_ignore_ascii_case(name)
+                    .then(|| v.trim().to_string())
+            })
+        };
+        let len: usize = header("content-length")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        while buf.len() < head_end + len {
+            let n = conn.read(&mut chunk).map_err(|e| e.to_string())?;
+            if n == 0 {
+                break;
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        }
+        let body: serde_json::Value =
+            serde_json::from_slice(&buf[head_end..]).map_err(|e| format!("body: {e}"))?;
+        let request_line = head.lines().next().unwrap_or_default().to_string();
+        let mut wrong = Vec::new();
+        if request_line != format!("POST {want_path} HTTP/1.1") {
+            wrong.push(format!(
+                "request `{request_line}`, expected POST {want_path}"
+            ));
+        }
+        if header("authorization").as_deref() != Some(&format!("Bearer {KEY}")) {
+            wrong.push("no bearer key".to_string());
+        }
+        if body["model"] != MODEL || body["messages"][0]["content"] != "ping" {
+            wrong.push(format!("body {body}"));
+        }
+        let reply = json!({
+            "id": "chatcmpl-check", "object": "chat.completion", "created": 0, "model": MODEL,
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": "pong"}}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+        })
+        .to_string();
+        let _ = write!(
+            conn,
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+             connection: close\r\n\r\n{reply}",
+            reply.len()
+        );
+        if wrong.is_empty() {
+            Ok(())
+        } else {
+            Err(wrong.join("; "))
+        }
+    });
+    let endpoint = Endpoint::new(format!("http://127.0.0.1:{port}{path}"), MODEL)
+        .api_key(KEY)
+        .retry_policy(crate::openai::RetryPolicy::once(
+            std::time::Duration::from_secs(10),
+        ));
+    let reply = endpoint.complete(&[crate::contract::Message::new(
+        crate::contract::Role::User,
+        "ping",
+    )]);
+    let seen = server
+        .join()
+        .unwrap_or_else(|_| Err("the stub panicked".into()));
+    match (reply, seen) {
+        (Ok(m), Ok(())) if m.text().as_deref() == Some("pong") => Ok(format!(
+            "POST {path}/chat/completions with the bearer key, model and messages; reply read"
+        )),
+        (Ok(m), Ok(())) => Err(format!("the reply came back as {:?}", m.text())),
+        (_, Err(e)) => Err(format!("the stub saw a wrong request: {e}")),
+        (Err(e), Ok(())) => Err(format!("the client failed: {e}")),
     }
 }
 

@@ -10,6 +10,9 @@ pub const PLUGIN_ABI_VERSION: u32 = 1;
 /// Version of the bridge's JSON-lines protocol (docs/bridge.md) that executable drivers speak.
 pub const DRIVER_PROTOCOL_VERSION: u32 = 1;
 
+/// Version of a provider entry of the plugins config (`base_url`, `key_var`).
+pub const PROVIDER_CONFIG_VERSION: u32 = 1;
+
 /// Version of `nenyax_judge_vtable_t`.
 pub const JUDGE_VTABLE_VERSION: u32 = 1;
 
@@ -111,7 +114,13 @@ impl Kind {
                 Some(LEARNER_VTABLE_VERSION),
                 "a host's learner through nenyax_train (C ABI and bindings)",
             ),
-            Kind::Sandbox | Kind::Provider | Kind::Hub | Kind::Telemetry => (
+            Kind::Provider => (
+                "an OpenAI-compatible API: a base URL and a key variable (no code)",
+                Some(PROVIDER_CONFIG_VERSION),
+                "`kind = \"provider\"`, `base_url`, `key_var` in the plugins config; picked by \
+                 --provider NAME (or {\"provider\": NAME} in an endpoint spec)",
+            ),
+            Kind::Sandbox | Kind::Hub | Kind::Telemetry => (
                 "none yet",
                 None,
                 "built in only: the library's own set (nenyax integrations)",
