@@ -178,13 +178,7 @@ fn build(config: &Value, parts: LearnerParts, check: bool) -> Result<Box<dyn Lea
         })?
         .to_string();
     if !NAMES.contains(&name.as_str()) {
-        let hint = suggest(&name, NAMES.iter().copied())
-            .map(|s| format!(" (did you mean `{s}`?)"))
-            .unwrap_or_default();
-        return Err(err(format!(
-            "unknown learner `{name}`{hint}; known: {}",
-            NAMES.join(", ")
-        )));
+        return plugin_learner(&name, &cfg);
     }
     match name.as_str() {
         "incontext" => {
@@ -405,4 +399,38 @@ fn builtin_trainer(
         ))
     })?;
     Ok(Box::new(SoftmaxPolicy::for_env(env.as_ref(), opts)?))
+}
+
+/// A learner plugin (a shared library in the plugins config, or one a host registered) for a
+/// name that is not a built-in learner's; built-in names always win. An unknown name is an
+/// error naming the closest learner, built-in or plugin, and all of them.
+fn plugin_learner(name: &str, cfg: &Map<String, Value>) -> Result<Box<dyn Learner>> {
+    if let Some(plugin) = crate::plugins::library::find_learner(name)? {
+        check_keys(cfg, &format!("learner plugin `{name}`"), ["use"])?;
+        return Ok(Box::new(crate::plugins::learner::LibraryLearner::new(
+            plugin,
+        )));
+    }
+    let plugins = crate::plugins::library::learner_names();
+    let hint = suggest(
+        name,
+        NAMES
+            .iter()
+            .copied()
+            .chain(plugins.iter().map(String::as_str)),
+    )
+    .map(|s| format!(" (did you mean `{s}`?)"))
+    .unwrap_or_default();
+    let plugins = if plugins.is_empty() {
+        format!(
+            "no learner plugins (add a [[plugin]] with kind = \"learner\" to {})",
+            crate::plugins::config::path().display()
+        )
+    } else {
+        format!("learner plugins: {}", plugins.join(", "))
+    };
+    Err(err(format!(
+        "unknown learner `{name}`{hint}; known: {}; {plugins}",
+        NAMES.join(", ")
+    )))
 }
