@@ -119,6 +119,9 @@ pub struct PluginCheckArgs {
     /// Print JSON instead of a table
     #[arg(long)]
     json: bool,
+    /// Learners: the environment of the golden batch [default: builtin:guess?high=8&max_guesses=3]
+    #[arg(long, value_name = "URI")]
+    env: Option<String>,
 }
 
 /// Run the checks; exit status 1 when the plugin does not conform.
@@ -128,6 +131,15 @@ pub fn check(args: &PluginCheckArgs) -> Result<bool, Error> {
         Kind::Judge => {
             let judge = plugins::conformance::judge_by_name(&args.name)?;
             plugins::conformance::check_judge(&args.name, judge)
+        }
+        Kind::Learner => {
+            let uri = args
+                .env
+                .as_deref()
+                .unwrap_or(plugins::conformance::LEARNER_CHECK_ENV);
+            let env = nenyax::router::load(uri)?;
+            let mut learner = plugins::conformance::learner_by_name(&args.name, &env)?;
+            plugins::conformance::check_learner(&args.name, learner.as_mut(), &env)
         }
         Kind::Driver => {
             return Err(Error::Config(format!(

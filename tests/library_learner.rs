@@ -31,11 +31,18 @@ fn have_go() -> bool {
 
 /// Build the example into `dir/libgotab.so` with extra C flags (e.g. another vtable version).
 fn build_go(dir: &Path, cflags: Option<&str>) -> PathBuf {
+    build_go_with(dir, cflags, &[])
+}
+
+/// [`build_go`] with extra `go build` arguments (e.g. `-ldflags`).
+fn build_go_with(dir: &Path, cflags: Option<&str>, extra: &[&str]) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
     let lib = dir.join("libgotab.so");
     let mut cmd = Command::new("go");
     cmd.current_dir(root().join("examples/plugins/learner-go"))
-        .args(["build", "-buildmode=c-shared", "-o"])
+        .args(["build", "-buildmode=c-shared"])
+        .args(extra)
+        .arg("-o")
         .arg(&lib)
         .arg(".");
     if let Some(f) = cflags {
@@ -207,5 +214,59 @@ fn an_unknown_learner_names_the_builtins_and_the_plugins() {
     assert!(
         err.contains("grpo") && err.contains("learner plugins: gotab"),
         "{err}"
+    );
+}
+
+#[test]
+fn plugin_check_passes_the_go_learner_and_fails_one_whose_restore_forgets() {
+    if !have_go() {
+        return;
+    }
+    let dir = scratch("check");
+    let lib = build_go(&dir, None);
+    let cfg = config(&dir, &lib);
+    let o = nenyax(&cfg, &["plugin-check", "learner", "gotab", "--json"]);
+    let report: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}{}", text(&o.stdout), text(&o.stderr)));
+    assert!(o.status.success(), "{report:#}");
+    let names: Vec<&str> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "acts_before_update",
+            "update_finite",
+            "acts_after_update",
+            "snapshot_restores",
+            "malformed_group"
+        ]
+    );
+    // A build whose restore keeps the updated table is caught by the snapshot check.
+    let broken = scratch("check-broken");
+    let lib = build_go_with(&broken, None, &["-ldflags", "-X main.corruptFlag=yes"]);
+    let cfg = config(&broken, &lib);
+    let o = nenyax(&cfg, &["plugin-check", "learner", "gotab"]);
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}{}", text(&o.stderr));
+    assert!(
+        out.contains("FAILS") && out.contains("✘ snapshot_restores"),
+        "{out}"
+    );
+}
+
+#[test]
+fn plugin_check_holds_a_builtin_learner_to_the_same_checks() {
+    let dir = scratch("builtin");
+    let cfg = dir.join("none.toml");
+    let o = nenyax(&cfg, &["plugin-check", "learner", "grpo"]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{out}{}", text(&o.stderr));
+    assert!(
+        out.contains("CONFORMS") && out.contains("✔ snapshot_restores"),
+        "{out}"
     );
 }
