@@ -55,6 +55,15 @@ const CASES: &[Case] = &[
         to: "let hit = !got.is_empty() || expected.is_empty();",
         fails_with: "discriminates",
     },
+    Case {
+        kind: "learner",
+        lang: "go",
+        tool: "go",
+        file: "main.go",
+        from: "prefs = clone(saved)",
+        to: "_ = saved",
+        fails_with: "snapshot_restores",
+    },
 ];
 
 fn have(tool: &str) -> bool {

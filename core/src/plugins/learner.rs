@@ -378,3 +378,225 @@ fn clip(s: &str) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugins::abi::kind_code;
+    use crate::plugins::kinds::{Kind, PLUGIN_ABI_VERSION};
+    use std::ffi::CString;
+
+    unsafe fn put(out: *const nenyax_plugin_out_t, s: &str) {
+        let o = &*out;
+        (o.write.unwrap())(o.ctx, s.as_ptr().cast(), s.len());
+    }
+
+    unsafe fn input(p: *const c_char, len: usize) -> String {
+        String::from_utf8_lossy(std::slice::from_raw_parts(p.cast::<u8>(), len)).into_owned()
+    }
+
+    /// Acts with the observation's `data.n + 1`; echoes the request's step in `act`.
+    unsafe extern "C" fn act_plus_one(
+        _: *mut c_void,
+        p: *const c_char,
+        len: usize,
+        out: *const nenyax_plugin_out_t,
+    ) -> i32 {
+        let v: Value = serde_json::from_str(&input(p, len)).unwrap();
+        let n = v["observation"]["data"]["n"].as_i64().unwrap_or(0);
+        put(out, &(n + 1).to_string());
+        0
+    }
+
+    unsafe extern "C" fn act_not_json(
+        _: *mut c_void,
+        _: *const c_char,
+        _: usize,
+        out: *const nenyax_plugin_out_t,
+    ) -> i32 {
+        put(out, "three");
+        0
+    }
+
+    /// Counts the groups' trajectories.
+    unsafe extern "C" fn update_count(
+        _: *mut c_void,
+        p: *const c_char,
+        len: usize,
+        out: *const nenyax_plugin_out_t,
+    ) -> i32 {
+        let v: Value = serde_json::from_str(&input(p, len)).unwrap();
+        let n: usize = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["trajectories"].as_array().unwrap().len())
+            .sum();
+        put(out, &format!("{{\"metrics\": {{\"trajectories\": {n}}}}}"));
+        0
+    }
+
+    unsafe extern "C" fn update_fails(
+        _: *mut c_void,
+        _: *const c_char,
+        _: usize,
+        out: *const nenyax_plugin_out_t,
+    ) -> i32 {
+        put(out, "no signal today");
+        7
+    }
+
+    unsafe extern "C" fn update_nan(
+        _: *mut c_void,
+        _: *const c_char,
+        _: usize,
+        out: *const nenyax_plugin_out_t,
+    ) -> i32 {
+        put(out, "{\"metrics\": {\"loss\": 1e999}}");
+        0
+    }
+
+    unsafe extern "C" fn state_ok(_: *mut c_void, _: *const nenyax_plugin_out_t) -> i32 {
+        0
+    }
+
+    fn vt(
+        act: Option<DataFn>,
+        update: Option<DataFn>,
+        snapshot: Option<StateFn>,
+        restore: Option<StateFn>,
+    ) -> nenyax_learner_plugin_vtable_t {
+        nenyax_learner_plugin_vtable_t {
+            version: LEARNER_PLUGIN_VTABLE_VERSION,
+            act,
+            chat: None,
+            update,
+            snapshot,
+            restore,
+            drop: None,
+        }
+    }
+
+    /// Register a learner (leaked: plugins stay for the process's life).
+    fn register(name: &str, vt: nenyax_learner_plugin_vtable_t) -> Result<Arc<LearnerPlugin>> {
+        let vt: &'static nenyax_learner_plugin_vtable_t = Box::leak(Box::new(vt));
+        let name_c: &'static CString = Box::leak(Box::new(CString::new(name).unwrap()));
+        let d: &'static nenyax_plugin_t = Box::leak(Box::new(nenyax_plugin_t {
+            abi_version: PLUGIN_ABI_VERSION,
+            kind: kind_code(Kind::Learner),
+            kind_version: LEARNER_PLUGIN_VTABLE_VERSION,
+            flags: 0,
+            name: name_c.as_ptr(),
+            version: c"1.0".as_ptr(),
+            vtable: (vt as *const nenyax_learner_plugin_vtable_t).cast(),
+            user_data: std::ptr::null_mut(),
+        }));
+        // SAFETY: everything above is leaked, so it lives as long as the process.
+        unsafe { crate::plugins::library::register(d) }?;
+        Ok(crate::plugins::library::find_learner(name)?.expect("just registered"))
+    }
+
+    fn episode_action(p: &Arc<LearnerPlugin>, n: i64) -> Result<Value> {
+        let policy = p.policy();
+        let ctx = EpisodeContext::plain(None, Some(1));
+        match policy.for_episode(&ctx, &CallLog::default())? {
+            Policy::Action(f) => {
+                let obs = Observation {
+                    data: json!({ "n": n }),
+                    ..Default::default()
+                };
+                f(&obs)
+            }
+            other => panic!("not an action policy: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_registered_learner_acts_updates_and_names_itself() {
+        let p = register(
+            "t-good",
+            vt(
+                Some(act_plus_one),
+                Some(update_count),
+                Some(state_ok),
+                Some(state_ok),
+            ),
+        )
+        .unwrap();
+        assert_eq!(episode_action(&p, 41).unwrap(), json!(42));
+        let mut l = LibraryLearner::new(p);
+        let t = crate::plugins::conformance::toy_trajectory(0, "42", "42");
+        let g = Group {
+            index: 0,
+            task: None,
+            seed: None,
+            trajectories: vec![t.clone(), t],
+        };
+        let u = l.update(&[g]).unwrap();
+        assert_eq!(u.metrics["trajectories"], 2.0);
+        assert!(l.snapshot().unwrap());
+        l.restore().unwrap();
+        assert_eq!(l.describe()["plugin"]["version"], "1.0");
+    }
+
+    #[test]
+    fn bad_vtables_are_refused_naming_what_is_missing() {
+        let e = register("t-no-update", vt(Some(act_plus_one), None, None, None))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("`update` is NULL") && e.contains("t-no-update"),
+            "{e}"
+        );
+        let e = register("t-no-policy", vt(None, Some(update_count), None, None))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("neither `act` nor `chat`"), "{e}");
+        let e = register(
+            "t-half-snapshot",
+            vt(Some(act_plus_one), Some(update_count), Some(state_ok), None),
+        )
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(e.contains("`snapshot` and `restore`"), "{e}");
+        let mut other = vt(Some(act_plus_one), Some(update_count), None, None);
+        other.version = 9;
+        let e = register("t-v9", other).err().unwrap().to_string();
+        assert!(
+            e.contains("learner vtable version 9") && e.contains("speaks version 1"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn bad_replies_are_clean_errors() {
+        let p = register(
+            "t-bad-replies",
+            vt(Some(act_not_json), Some(update_fails), None, None),
+        )
+        .unwrap();
+        let e = episode_action(&p, 1).unwrap_err();
+        assert!(matches!(e, Error::Policy(_)), "{e:?}");
+        assert!(e.to_string().contains("not JSON"), "{e}");
+        let e = p.update_json(&json!([])).unwrap_err().to_string();
+        assert!(
+            e.contains("failed (returned 7): no signal today") && e.contains("t-bad-replies"),
+            "{e}"
+        );
+        assert!(!p.snapshot().unwrap(), "no snapshot offered");
+        assert!(p.restore().is_err());
+        let p = register(
+            "t-nan",
+            vt(Some(act_plus_one), Some(update_nan), None, None),
+        )
+        .unwrap();
+        let e = p.update_json(&json!([])).unwrap_err().to_string();
+        assert!(
+            e.contains("not an update report") || e.contains("finite"),
+            "{e}"
+        );
+    }
+}
