@@ -405,13 +405,21 @@ fn builtin_trainer(
 /// name that is not a built-in learner's; built-in names always win. An unknown name is an
 /// error naming the closest learner, built-in or plugin, and all of them.
 fn plugin_learner(name: &str, cfg: &Map<String, Value>) -> Result<Box<dyn Learner>> {
-    if let Some(plugin) = crate::plugins::library::find_learner(name)? {
-        check_keys(cfg, &format!("learner plugin `{name}`"), ["use"])?;
-        return Ok(Box::new(crate::plugins::learner::LibraryLearner::new(
-            plugin,
-        )));
-    }
     let plugins = crate::plugins::library::learner_names();
+    let mut unreadable = String::new();
+    match crate::plugins::library::find_learner(name) {
+        Ok(Some(plugin)) => {
+            check_keys(cfg, &format!("learner plugin `{name}`"), ["use"])?;
+            return Ok(Box::new(crate::plugins::learner::LibraryLearner::new(
+                plugin,
+            )));
+        }
+        Ok(None) => {}
+        // A listed plugin that cannot load says why; an unreadable config must not hide the
+        // did-you-mean of a mistyped built-in name.
+        Err(e) if plugins.iter().any(|p| p == name) => return Err(e),
+        Err(e) => unreadable = format!(" (the plugins config could not be read: {e})"),
+    }
     let hint = suggest(
         name,
         NAMES
@@ -430,7 +438,7 @@ fn plugin_learner(name: &str, cfg: &Map<String, Value>) -> Result<Box<dyn Learne
         format!("learner plugins: {}", plugins.join(", "))
     };
     Err(err(format!(
-        "unknown learner `{name}`{hint}; known: {}; {plugins}",
+        "unknown learner `{name}`{hint}; known: {}; {plugins}{unreadable}",
         NAMES.join(", ")
     )))
 }
