@@ -127,6 +127,12 @@ pub struct PluginCheckArgs {
 /// Run the checks; exit status 1 when the plugin does not conform.
 pub fn check(args: &PluginCheckArgs) -> Result<bool, Error> {
     let kind = Kind::parse(&args.kind).map_err(Error::Config)?;
+    if args.env.is_some() && kind != Kind::Learner {
+        return Err(Error::Config(format!(
+            "--env picks the environment of a learner's golden batch; {kind}s are checked \
+             without one"
+        )));
+    }
     let report = match kind {
         Kind::Judge => {
             let judge = plugins::conformance::judge_by_name(&args.name)?;
