@@ -139,6 +139,9 @@
 // Version of `nenyax_judge_vtable_t`.
 #define NENYAX_JUDGE_VTABLE_VERSION 1
 
+// Version of `nenyax_learner_plugin_vtable_t`.
+#define NENYAX_LEARNER_PLUGIN_VTABLE_VERSION 1
+
 // Flag in `nenyax_plugin_t.flags`: the plugin's callbacks may run on several threads at once;
 // without it the library makes one call at a time (from any thread).
 #define NENYAX_PLUGIN_THREAD_SAFE 1
@@ -210,7 +213,7 @@ typedef enum nenyax_plugin_kind_t {
   NENYAX_PLUGIN_KIND_SANDBOX = 2,
   // Scores a finished episode: `vtable` is a `nenyax_judge_vtable_t`.
   NENYAX_PLUGIN_KIND_JUDGE = 3,
-  // Improves a policy (not loadable from libraries yet).
+  // Improves a policy: `vtable` is a `nenyax_learner_plugin_vtable_t`.
   NENYAX_PLUGIN_KIND_LEARNER = 4,
   // A model provider (not loadable from libraries yet).
   NENYAX_PLUGIN_KIND_PROVIDER = 5,
@@ -586,6 +589,41 @@ typedef struct nenyax_judge_vtable_t {
   // process's life today, so it is never called.
   void (*drop)(void *user_data);
 } nenyax_judge_vtable_t;
+
+// A learner plugin's vtable (`NENYAX_PLUGIN_KIND_LEARNER`), picked by `use = "<name>"` in a
+// run config's [learner] or `nenyax train --learner <name>`. Every callback gets NUL-terminated
+// JSON (`len` excludes the NUL), writes its result to `out` and returns 0, or writes an error
+// message and returns non-zero. `act` and `chat` run on worker threads (docs/plugins-abi.md).
+typedef struct nenyax_learner_plugin_vtable_t {
+  // NENYAX_LEARNER_PLUGIN_VTABLE_VERSION.
+  uint32_t version;
+  // The policy for step environments: {"observation": {"data", "text"?, ...}, "episode":
+  // {"round", "group", "member", "phase", "seed", "task_id", ...}, "step": n, "seed": u64 for
+  // this call's sampling} in; the action as JSON out. NULL if it gives `chat` only.
+  int32_t (*act)(void *user_data,
+                 const char *request,
+                 size_t len,
+                 const struct nenyax_plugin_out_t *out);
+  // The policy for conversations: a JSON array of {"role", "content"} in; the reply's text
+  // out. NULL if it gives `act` only (`act` is used when both are given).
+  int32_t (*chat)(void *user_data,
+                  const char *messages,
+                  size_t len,
+                  const struct nenyax_plugin_out_t *out);
+  // Learn from one round: a JSON array of groups {"index", "task", "seed", "trajectories":
+  // [judged trajectories]} in; {"metrics": {name: finite number}, "skipped"?: bool} out.
+  int32_t (*update)(void *user_data,
+                    const char *groups,
+                    size_t len,
+                    const struct nenyax_plugin_out_t *out);
+  // Optional: save the state in one slot (a later snapshot replaces it), so an update that
+  // makes held-out scores worse can be reverted. Give both or neither with `restore`.
+  int32_t (*snapshot)(void *user_data, const struct nenyax_plugin_out_t *out);
+  // Optional: go back to the last snapshot.
+  int32_t (*restore)(void *user_data, const struct nenyax_plugin_out_t *out);
+  // Optional, reserved: would free `user_data` on unregistering; never called today.
+  void (*drop)(void *user_data);
+} nenyax_learner_plugin_vtable_t;
 
 // The function every plugin library exports with C linkage under the name
 // `nenyax_plugin_entry`: given the host's NENYAX_PLUGIN_ABI_VERSION, point `*plugins` at an

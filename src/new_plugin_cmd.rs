@@ -10,7 +10,7 @@ use nenyax::Error;
 /// What to make.
 #[derive(clap::Args)]
 pub struct NewPluginArgs {
-    /// The kind: driver or judge (the kinds with a third-party interface; `nenyax plugins --kinds`)
+    /// The kind: driver, judge or learner (kinds with a third-party interface; `nenyax plugins --kinds`)
     kind: String,
     /// Its name: lowercase letters, digits and `_` (a driver's URI scheme, a judge's `use` name)
     name: String,
@@ -145,6 +145,55 @@ const TEMPLATES: &[Template] = &[
             file(
                 "README.md",
                 include_str!("../scaffolds/judge-cpp/README.md"),
+            ),
+        ],
+        next: "./test.sh",
+    },
+    Template {
+        kind: Kind::Learner,
+        lang: "go",
+        token: "gotab",
+        replace: &[("-I${SRCDIR}/../../../include", "-I${SRCDIR}")],
+        files: &[
+            file(
+                "go.mod",
+                include_str!("../examples/plugins/learner-go/go.mod"),
+            ),
+            file(
+                "main.go",
+                include_str!("../examples/plugins/learner-go/main.go"),
+            ),
+            file(
+                "plugin.c",
+                include_str!("../examples/plugins/learner-go/plugin.c"),
+            ),
+            file("nenyax.h", include_str!("../include/nenyax.h")),
+            script("test.sh", include_str!("../scaffolds/learner-go/test.sh")),
+            file(
+                "README.md",
+                include_str!("../scaffolds/learner-go/README.md"),
+            ),
+        ],
+        next: "./test.sh",
+    },
+    Template {
+        kind: Kind::Learner,
+        lang: "rust",
+        token: "__NAME__",
+        replace: &[],
+        files: &[
+            file(
+                "Cargo.toml",
+                include_str!("../scaffolds/learner-rust/Cargo.toml.in"),
+            ),
+            file(
+                "src/lib.rs",
+                include_str!("../scaffolds/learner-rust/src/lib.rs"),
+            ),
+            script("test.sh", include_str!("../scaffolds/learner-rust/test.sh")),
+            file(
+                "README.md",
+                include_str!("../scaffolds/learner-rust/README.md"),
             ),
         ],
         next: "./test.sh",

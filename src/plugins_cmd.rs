@@ -119,12 +119,24 @@ pub struct PluginCheckArgs {
     /// Print JSON instead of a table
     #[arg(long)]
     json: bool,
+    /// Learners: the environment of the golden batch [default: builtin:guess?high=8&max_guesses=3]
+    #[arg(long, value_name = "URI")]
+    env: Option<String>,
 }
 
 /// Run the checks; exit status 1 when the plugin does not conform.
 pub fn check(args: &PluginCheckArgs) -> Result<bool, Error> {
     let kind = Kind::parse(&args.kind).map_err(Error::Config)?;
-    let report = plugins::conformance::check(kind, &args.name)?;
+    if args.env.is_some() && kind != Kind::Learner {
+        return Err(Error::Config(format!(
+            "--env picks the environment of a learner's golden batch; {kind}s are checked \
+             without one"
+        )));
+    }
+    let report = match (kind, args.env.as_deref()) {
+        (Kind::Learner, Some(uri)) => plugins::conformance::check_learner_on(&args.name, uri)?,
+        _ => plugins::conformance::check(kind, &args.name)?,
+    };
     if args.json {
         outln!(
             "{}",

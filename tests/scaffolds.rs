@@ -47,6 +47,15 @@ const CASES: &[Case] = &[
         fails_with: "discriminates",
     },
     Case {
+        kind: "learner",
+        lang: "rust",
+        tool: "cargo",
+        file: "src/lib.rs",
+        from: "            st.0 = Some(saved);\n",
+        to: "            let _ = saved;\n",
+        fails_with: "snapshot_restores",
+    },
+    Case {
         kind: "judge",
         lang: "rust",
         tool: "cargo",
@@ -54,6 +63,15 @@ const CASES: &[Case] = &[
         from: "let hit = normalize(&got) == normalize(&expected);",
         to: "let hit = !got.is_empty() || expected.is_empty();",
         fails_with: "discriminates",
+    },
+    Case {
+        kind: "learner",
+        lang: "go",
+        tool: "go",
+        file: "main.go",
+        from: "prefs = clone(saved)",
+        to: "_ = saved",
+        fails_with: "snapshot_restores",
     },
 ];
 

@@ -13,6 +13,9 @@ const (
 	PluginABIVersion = C.NENYAX_PLUGIN_ABI_VERSION
 	// JudgeVtableVersion is NENYAX_JUDGE_VTABLE_VERSION, the version of a judge plugin's vtable.
 	JudgeVtableVersion = C.NENYAX_JUDGE_VTABLE_VERSION
+	// LearnerPluginVtableVersion is NENYAX_LEARNER_PLUGIN_VTABLE_VERSION, the version of a
+	// learner plugin's vtable.
+	LearnerPluginVtableVersion = C.NENYAX_LEARNER_PLUGIN_VTABLE_VERSION
 	// PluginThreadSafe is NENYAX_PLUGIN_THREAD_SAFE: the plugin's callbacks may run concurrently.
 	PluginThreadSafe = C.NENYAX_PLUGIN_THREAD_SAFE
 	// PluginKindJudge is NENYAX_PLUGIN_KIND_JUDGE, the kind code of judge plugins.

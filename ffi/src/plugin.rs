@@ -22,6 +22,9 @@ pub const NENYAX_PLUGIN_ABI_VERSION: u32 = 1;
 /// Version of `nenyax_judge_vtable_t`.
 pub const NENYAX_JUDGE_VTABLE_VERSION: u32 = 1;
 
+/// Version of `nenyax_learner_plugin_vtable_t`.
+pub const NENYAX_LEARNER_PLUGIN_VTABLE_VERSION: u32 = 1;
+
 /// Flag in `nenyax_plugin_t.flags`: the plugin's callbacks may run on several threads at once;
 /// without it the library makes one call at a time (from any thread).
 pub const NENYAX_PLUGIN_THREAD_SAFE: u32 = 1;
@@ -37,7 +40,7 @@ pub enum nenyax_plugin_kind_t {
     NENYAX_PLUGIN_KIND_SANDBOX = 2,
     /// Scores a finished episode: `vtable` is a `nenyax_judge_vtable_t`.
     NENYAX_PLUGIN_KIND_JUDGE = 3,
-    /// Improves a policy (not loadable from libraries yet).
+    /// Improves a policy: `vtable` is a `nenyax_learner_plugin_vtable_t`.
     NENYAX_PLUGIN_KIND_LEARNER = 4,
     /// A model provider (not loadable from libraries yet).
     NENYAX_PLUGIN_KIND_PROVIDER = 5,
@@ -75,6 +78,58 @@ pub struct nenyax_judge_vtable_t {
     >,
     /// Optional, reserved: would free `user_data` on unregistering; plugins stay for the
     /// process's life today, so it is never called.
+    pub drop: Option<unsafe extern "C" fn(user_data: *mut c_void)>,
+}
+
+/// A learner plugin's vtable (`NENYAX_PLUGIN_KIND_LEARNER`), picked by `use = "<name>"` in a
+/// run config's [learner] or `nenyax train --learner <name>`. Every callback gets NUL-terminated
+/// JSON (`len` excludes the NUL), writes its result to `out` and returns 0, or writes an error
+/// message and returns non-zero. `act` and `chat` run on worker threads (docs/plugins-abi.md).
+#[repr(C)]
+pub struct nenyax_learner_plugin_vtable_t {
+    /// NENYAX_LEARNER_PLUGIN_VTABLE_VERSION.
+    pub version: u32,
+    /// The policy for step environments: {"observation": {"data", "text"?, ...}, "episode":
+    /// {"round", "group", "member", "phase", "seed", "task_id", ...}, "step": n, "seed": u64 for
+    /// this call's sampling} in; the action as JSON out. NULL if it gives `chat` only.
+    pub act: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            request: *const c_char,
+            len: usize,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// The policy for conversations: a JSON array of {"role", "content"} in; the reply's text
+    /// out. NULL if it gives `act` only (`act` is used when both are given).
+    pub chat: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            messages: *const c_char,
+            len: usize,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// Learn from one round: a JSON array of groups {"index", "task", "seed", "trajectories":
+    /// [judged trajectories]} in; {"metrics": {name: finite number}, "skipped"?: bool} out.
+    pub update: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            groups: *const c_char,
+            len: usize,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// Optional: save the state in one slot (a later snapshot replaces it), so an update that
+    /// makes held-out scores worse can be reverted. Give both or neither with `restore`.
+    pub snapshot: Option<
+        unsafe extern "C" fn(user_data: *mut c_void, out: *const nenyax_plugin_out_t) -> i32,
+    >,
+    /// Optional: go back to the last snapshot.
+    pub restore: Option<
+        unsafe extern "C" fn(user_data: *mut c_void, out: *const nenyax_plugin_out_t) -> i32,
+    >,
+    /// Optional, reserved: would free `user_data` on unregistering; never called today.
     pub drop: Option<unsafe extern "C" fn(user_data: *mut c_void)>,
 }
 
@@ -133,6 +188,17 @@ const _: () = {
         drop
     );
     same!(
+        nenyax_learner_plugin_vtable_t,
+        core_abi::nenyax_learner_plugin_vtable_t,
+        version,
+        act,
+        chat,
+        update,
+        snapshot,
+        restore,
+        drop
+    );
+    same!(
         nenyax_plugin_t,
         core_abi::nenyax_plugin_t,
         abi_version,
@@ -147,6 +213,7 @@ const _: () = {
     assert!(NENYAX_PLUGIN_ABI_VERSION == core_kinds::PLUGIN_ABI_VERSION);
     assert!(NENYAX_JUDGE_VTABLE_VERSION == core_kinds::JUDGE_VTABLE_VERSION);
     assert!(NENYAX_PLUGIN_THREAD_SAFE == core_abi::PLUGIN_THREAD_SAFE);
+    assert!(NENYAX_LEARNER_PLUGIN_VTABLE_VERSION == core_kinds::LEARNER_PLUGIN_VTABLE_VERSION);
 };
 
 /// Register a plugin this host implements (same descriptor and vtable as a library's), so that

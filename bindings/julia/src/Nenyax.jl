@@ -37,10 +37,11 @@ const PG_BAD_OLD_LOGP = 2
 const PG_BAD_REF_LOGP = 4
 const PG_BAD_ENTROPY = 8
 const PG_BAD_ADVANTAGES = 16
-# Library plugins (docs/plugins-abi.md): the descriptor's and judge vtable's versions, and the
+# Library plugins (docs/plugins-abi.md): the descriptor's, judge and learner vtables' versions, and the
 # flag of plugins whose callbacks may run concurrently.
 const PLUGIN_ABI_VERSION = UInt32(1)
 const JUDGE_VTABLE_VERSION = UInt32(1)
+const LEARNER_PLUGIN_VTABLE_VERSION = UInt32(1)
 const PLUGIN_THREAD_SAFE = UInt32(1)
 # nenyax_pg_batch_t (pg_loss_batch; in headers from the batch struct on).
 const PG_BATCH_VERSION = UInt32(1)

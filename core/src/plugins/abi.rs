@@ -46,6 +46,55 @@ pub struct nenyax_judge_vtable_t {
     pub drop: Option<unsafe extern "C" fn(user_data: *mut c_void)>,
 }
 
+/// A learner plugin's vtable (kind 4, version
+/// [`crate::plugins::kinds::LEARNER_PLUGIN_VTABLE_VERSION`]): its policy (`act` for step
+/// environments, `chat` for conversations; at least one) and its learning (`update`, optional
+/// `snapshot`/`restore`). Every callback writes JSON (or, `chat`, text) to `out` and returns 0,
+/// or writes an error message and returns non-zero.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct nenyax_learner_plugin_vtable_t {
+    /// The vtable version the plugin was built against.
+    pub version: u32,
+    /// `{"observation", "episode", "step", "seed"}` in; the action JSON out.
+    pub act: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            request: *const c_char,
+            len: usize,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// A JSON array of chat messages in; the reply's text out.
+    pub chat: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            messages: *const c_char,
+            len: usize,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// A JSON array of judged groups in; `{"metrics": {name: number}, "skipped"?: bool}` out.
+    pub update: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            groups: *const c_char,
+            len: usize,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// Optional: save the state in the plugin's one snapshot slot.
+    pub snapshot: Option<
+        unsafe extern "C" fn(user_data: *mut c_void, out: *const nenyax_plugin_out_t) -> i32,
+    >,
+    /// Optional (with `snapshot`): go back to the snapshot.
+    pub restore: Option<
+        unsafe extern "C" fn(user_data: *mut c_void, out: *const nenyax_plugin_out_t) -> i32,
+    >,
+    /// Optional, reserved for unregistering; never called today.
+    pub drop: Option<unsafe extern "C" fn(user_data: *mut c_void)>,
+}
+
 /// One plugin a library (or a host, through `nenyax_plugin_register`) provides.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -119,6 +168,7 @@ pub fn kind_from_code(code: u32) -> Option<Kind> {
 pub fn vtable_version(kind: Kind) -> Option<u32> {
     match kind {
         Kind::Judge => Some(crate::plugins::kinds::JUDGE_VTABLE_VERSION),
+        Kind::Learner => Some(crate::plugins::kinds::LEARNER_PLUGIN_VTABLE_VERSION),
         _ => None,
     }
 }

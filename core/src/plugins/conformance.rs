@@ -255,6 +255,7 @@ pub fn check(kind: Kind, name: &str) -> Result<Report> {
     match kind {
         Kind::Judge => Ok(check_judge(name, judge_by_name(name)?)),
         Kind::Provider => Ok(check_provider(name)),
+        Kind::Learner => check_learner_on(name, LEARNER_CHECK_ENV),
         Kind::Driver => Err(Error::Config(format!(
             "drivers are checked on an environment: `nenyax check {name}:TARGET --require audited`"
         ))),
@@ -423,6 +424,13 @@ fn stub_round_trip(path: &str) -> std::result::Result<String, String> {
     }
 }
 
+/// Check the learner `name` (built in or a plugin) on the golden batch of the environment `uri`.
+pub fn check_learner_on(name: &str, uri: &str) -> Result<Report> {
+    let env = crate::router::load(uri)?;
+    let mut learner = learner_by_name(name, &env)?;
+    Ok(check_learner(name, learner.as_mut(), &env))
+}
+
 /// A judge by name, as `nenyax plugin-check judge NAME` finds it: a built-in judge type, or a
 /// plugin (a judge spec `{"type": "plugin", "use": NAME}`), so built-ins and plugins are held
 /// to the same checks.
@@ -440,6 +448,280 @@ pub fn judge_by_name(name: &str) -> Result<Arc<dyn Judge>> {
             })
         }
     }
+}
+
+/// The environment a learner is checked on when none is named: its observations are small
+/// objects (`{low, high, guesses_left}`) and its actions whole numbers, so a tabular learner
+/// and the built-in softmax policy both play it.
+pub const LEARNER_CHECK_ENV: &str = "builtin:guess?high=8&max_guesses=3";
+
+/// Groups of the golden batch, members per group, and the run seed of its sampling.
+const LEARNER_GROUPS: usize = 4;
+const LEARNER_MEMBERS: usize = 4;
+const LEARNER_SEED: i64 = 7;
+
+/// Play the golden batch's episodes with the learner's current policy: `LEARNER_GROUPS` tasks
+/// (or seeds) of `env`, `LEARNER_MEMBERS` members each, with fixed episode contexts, judged.
+fn golden_groups(
+    learner: &mut dyn crate::train::Learner,
+    env: &Arc<dyn crate::env::Environment>,
+    round: u32,
+) -> Result<Vec<crate::train::Group>> {
+    use crate::policy::{EpisodeContext, Phase};
+    use crate::runner::{Job, Runner};
+    let tasks = env.tasks(Some(LEARNER_GROUPS)).unwrap_or_default();
+    let policy = crate::env::guard(|| learner.policy())?;
+    let mut jobs = Vec::new();
+    for g in 0..LEARNER_GROUPS {
+        let task = tasks.get(g).cloned().map(Arc::new);
+        let seed = Some(g as i64);
+        for m in 0..LEARNER_MEMBERS {
+            let ctx = EpisodeContext::new(
+                LEARNER_SEED,
+                Phase::Train,
+                round,
+                g as u32,
+                m as u32,
+                task.as_ref().map(|t| t.id.clone()),
+                seed,
+            );
+            jobs.push(Job {
+                task: task.clone(),
+                seed,
+                context: Some(ctx),
+            });
+        }
+    }
+    let mut trajs: Vec<(usize, Trajectory)> = Vec::new();
+    Runner::new(1)?.run(env, &policy, jobs, None, |i, t| {
+        trajs.push((i, t));
+        Ok(())
+    })?;
+    trajs.sort_by_key(|(i, _)| *i);
+    if let Some((_, t)) = trajs.iter().find(|(_, t)| !t.ok()) {
+        return Err(Error::Policy(format!(
+            "an episode failed: {}",
+            t.error.clone().unwrap_or_default()
+        )));
+    }
+    let mut groups = Vec::new();
+    for g in 0..LEARNER_GROUPS {
+        let members: Vec<Trajectory> = trajs
+            .iter()
+            .skip(g * LEARNER_MEMBERS)
+            .take(LEARNER_MEMBERS)
+            .map(|(_, t)| t.clone())
+            .collect();
+        groups.push(crate::train::Group {
+            index: g,
+            task: members.first().and_then(|t| t.task.clone()),
+            seed: Some(g as i64),
+            trajectories: members,
+        });
+    }
+    Ok(groups)
+}
+
+/// The policy's actions on the golden observations (each task's first observation, under
+/// fixed episode contexts), to compare a policy before and after a snapshot's restore.
+fn golden_actions(
+    learner: &mut dyn crate::train::Learner,
+    env: &Arc<dyn crate::env::Environment>,
+) -> Result<Vec<serde_json::Value>> {
+    use crate::policy::{CallLog, EpisodeContext, Phase, Policy};
+    let tasks = env.tasks(Some(LEARNER_GROUPS)).unwrap_or_default();
+    let policy = crate::env::guard(|| learner.policy())?;
+    let mut out = Vec::new();
+    for g in 0..LEARNER_GROUPS {
+        let task = tasks.get(g);
+        let episode = env.open(task, Some(g as i64))?;
+        let obs = episode.observation().clone();
+        for m in 0..LEARNER_MEMBERS {
+            let ctx = EpisodeContext::new(
+                LEARNER_SEED,
+                Phase::Eval,
+                0,
+                g as u32,
+                m as u32,
+                task.map(|t| t.id.clone()),
+                Some(g as i64),
+            );
+            match policy.for_episode(&ctx, &CallLog::default())? {
+                Policy::Action(f) => out.push(crate::env::guard(|| f(&obs))?),
+                Policy::Chat(model) => {
+                    let q = obs.text.clone().unwrap_or_else(|| obs.data.to_string());
+                    let reply =
+                        crate::env::guard(|| model.complete(&[crate::contract::Message::user(q)]))?;
+                    out.push(json!(reply.content));
+                }
+                other => {
+                    return Err(Error::Policy(format!(
+                        "the learner's policy is a {}; a learner gives an action policy or a \
+                         chat model",
+                        other.kind()
+                    )))
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Check a learner on `env` (default [`LEARNER_CHECK_ENV`]) with a golden batch of fixed,
+/// judged groups played by its own policy: its policy acts validly before and after an
+/// update, the update returns finite metrics, a snapshot (if offered) restores the policy to
+/// act exactly as before on fixed observations and sampling seeds, and a malformed group is
+/// refused cleanly (an error, or finite metrics, and no panic) without breaking the policy.
+pub fn check_learner(
+    name: &str,
+    learner: &mut dyn crate::train::Learner,
+    env: &Arc<dyn crate::env::Environment>,
+) -> Report {
+    let mut checks = Vec::new();
+    fn push(
+        checks: &mut Vec<Check>,
+        name: &'static str,
+        r: std::result::Result<String, String>,
+    ) -> bool {
+        let passed = r.is_ok();
+        checks.push(Check {
+            name,
+            passed,
+            detail: r.unwrap_or_else(|e| e),
+        });
+        passed
+    }
+    let finite = |u: &crate::train::UpdateReport| -> std::result::Result<String, String> {
+        match u.metrics.iter().find(|(_, v)| !v.is_finite()) {
+            Some((k, v)) => Err(format!("metric `{k}` is {v}")),
+            None => Ok(format!(
+                "{} metrics, all finite{}",
+                u.metrics.len(),
+                if u.skipped { " (skipped)" } else { "" }
+            )),
+        }
+    };
+    let summary = |g: &[crate::train::Group]| {
+        let scores: Vec<f64> = g
+            .iter()
+            .flat_map(|g| g.trajectories.iter().filter_map(Trajectory::score))
+            .collect();
+        let mean = scores.iter().sum::<f64>() / scores.len().max(1) as f64;
+        format!(
+            "{} groups x {} episodes played, mean score {mean:.3}",
+            g.len(),
+            LEARNER_MEMBERS
+        )
+    };
+    let before = golden_groups(learner, env, 1);
+    let acted = push(
+        &mut checks,
+        "acts_before_update",
+        before
+            .as_ref()
+            .map(|g| summary(g))
+            .map_err(|e| e.to_string()),
+    );
+    if !acted {
+        return Report {
+            kind: Kind::Learner,
+            name: name.to_string(),
+            checks,
+        };
+    }
+    let groups = before.unwrap_or_default();
+    let updated = crate::env::guard(|| learner.update(&groups));
+    push(
+        &mut checks,
+        "update_finite",
+        updated.as_ref().map_err(|e| e.to_string()).and_then(finite),
+    );
+    push(
+        &mut checks,
+        "acts_after_update",
+        golden_groups(learner, env, 2)
+            .map(|g| summary(&g))
+            .map_err(|e| e.to_string()),
+    );
+    let snap = crate::env::guard(|| learner.snapshot());
+    let restored = match snap {
+        Err(e) => Err(format!("snapshot failed: {e}")),
+        Ok(false) => Ok("not offered (updates cannot be reverted)".to_string()),
+        Ok(true) => (|| -> std::result::Result<String, String> {
+            let s = |e: Error| e.to_string();
+            let want = golden_actions(learner, env).map_err(s)?;
+            let more = golden_groups(learner, env, 3).map_err(s)?;
+            crate::env::guard(|| learner.update(&more)).map_err(s)?;
+            let moved = golden_actions(learner, env).map_err(s)?;
+            crate::env::guard(|| learner.restore()).map_err(s)?;
+            let got = golden_actions(learner, env).map_err(s)?;
+            if let Some(i) = (0..want.len()).find(|i| want[*i] != got[*i]) {
+                return Err(format!(
+                    "after restore, golden observation {i} gets {} where the snapshot's policy \
+                     chose {}",
+                    got[i], want[i]
+                ));
+            }
+            let changed = (0..want.len()).filter(|i| want[*i] != moved[*i]).count();
+            Ok(format!(
+                "{} golden actions as before after restore ({changed} had changed by the update)",
+                want.len()
+            ))
+        })(),
+    };
+    push(&mut checks, "snapshot_restores", restored);
+    // A malformed group: an episode whose steps do not come from this environment.
+    let mut bad = toy_trajectory(0, "not an action of this environment", "42");
+    bad.steps[0].action = json!({"malformed": [1, 2]});
+    bad.steps[0].observation.data = json!("not an observation");
+    bad.initial_observation = Some(Observation::default());
+    bad.judgment =
+        crate::contract::Judgment::new(1.0, crate::contract::JudgeSource::Env, "check").ok();
+    let malformed = vec![crate::train::Group {
+        index: 0,
+        task: None,
+        seed: None,
+        trajectories: vec![bad.clone(), bad],
+    }];
+    let refused = match crate::env::guard(|| learner.update(&malformed)) {
+        Err(e) => Ok(format!("refused: {}", clip_detail(&e.to_string()))),
+        Ok(u) => finite(&u).map(|d| format!("accepted with {d}")),
+    }
+    .and_then(|d| {
+        golden_groups(learner, env, 4)
+            .map(|_| format!("{d}; the policy still acts"))
+            .map_err(|e| format!("{d}; but then the policy fails: {e}"))
+    });
+    push(&mut checks, "malformed_group", refused);
+    Report {
+        kind: Kind::Learner,
+        name: name.to_string(),
+        checks,
+    }
+}
+
+/// The first 160 characters of a message, for a check's detail.
+fn clip_detail(s: &str) -> String {
+    let mut out: String = s.chars().take(160).collect();
+    if out.len() < s.len() {
+        out.push_str("...");
+    }
+    out
+}
+
+/// A learner by name for `nenyax plugin-check learner NAME`: a built-in one (over the built-in
+/// softmax policy, sized from `env`) or a learner plugin.
+pub fn learner_by_name(
+    name: &str,
+    env: &Arc<dyn crate::env::Environment>,
+) -> Result<Box<dyn crate::train::Learner>> {
+    crate::train::learner(
+        &json!(name),
+        crate::train::LearnerParts {
+            env: Some(env.clone()),
+            ..Default::default()
+        },
+    )
 }
 
 #[cfg(test)]

@@ -19,6 +19,9 @@ pub const JUDGE_VTABLE_VERSION: u32 = 1;
 /// Version of `nenyax_learner_vtable_t` (a host's learner through the C ABI).
 pub const LEARNER_VTABLE_VERSION: u32 = 1;
 
+/// Version of `nenyax_learner_plugin_vtable_t` (a learner from a shared library).
+pub const LEARNER_PLUGIN_VTABLE_VERSION: u32 = 1;
+
 /// What a plugin extends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -110,9 +113,11 @@ impl Kind {
                  picked by `type = \"plugin\", use = \"<name>\"` in a judge spec",
             ),
             Kind::Learner => (
-                "nenyax_learner_vtable_t (include/nenyax.h)",
-                Some(LEARNER_VTABLE_VERSION),
-                "a host's learner through nenyax_train (C ABI and bindings)",
+                "nenyax_learner_plugin_vtable_t (include/nenyax.h)",
+                Some(LEARNER_PLUGIN_VTABLE_VERSION),
+                "a shared library in the plugins config (or nenyax_plugin_register), picked by \
+                 `use = \"<name>\"` in [learner] or --learner <name>; a host's own learner \
+                 through nenyax_train (nenyax_learner_vtable_t, version 1)",
             ),
             Kind::Provider => (
                 "an OpenAI-compatible API: a base URL and a key variable (no code)",

@@ -21,6 +21,7 @@ use crate::plugins::abi::{
 use crate::plugins::crash::{ensure_crash_handler, in_plugin, CrashMessage};
 use crate::plugins::judge::LibraryJudge;
 use crate::plugins::kinds::{Kind, PLUGIN_ABI_VERSION};
+use crate::plugins::learner::LearnerPlugin;
 
 /// Where a plugin came from, as `nenyax plugins` shows it.
 pub const REGISTERED_SOURCE: &str = "registered through the C ABI";
@@ -29,6 +30,7 @@ pub const REGISTERED_SOURCE: &str = "registered through the C ABI";
 struct Loaded {
     info: PluginInfo,
     judge: Option<Arc<LibraryJudge>>,
+    learner: Option<Arc<LearnerPlugin>>,
 }
 
 #[derive(Default)]
@@ -247,8 +249,8 @@ unsafe fn validate(d: *const nenyax_plugin_t, source: &str, label: Option<&str>)
     })?;
     let Some(ours) = vtable_version(kind) else {
         return Err(Error::Config(format!(
-            "{whose} is a {kind} plugin; this Nenyax loads only judge plugins from libraries so \
-             far (drivers come as executables: docs/bridge.md)"
+            "{whose} is a {kind} plugin; this Nenyax loads only judge and learner plugins from \
+             libraries so far (drivers come as executables: docs/bridge.md)"
         )));
     };
     if d.kind_version != ours {
@@ -271,7 +273,15 @@ unsafe fn validate(d: *const nenyax_plugin_t, source: &str, label: Option<&str>)
         Kind::Judge => Some(Arc::new(LibraryJudge::new(d, info.clone())?)),
         _ => None,
     };
-    Ok(Loaded { info, judge })
+    let learner = match kind {
+        Kind::Learner => Some(Arc::new(LearnerPlugin::new(d, info.clone())?)),
+        _ => None,
+    };
+    Ok(Loaded {
+        info,
+        judge,
+        learner,
+    })
 }
 
 /// A judge plugin by name: one registered through the C ABI or already loaded, else the plugins
@@ -354,4 +364,73 @@ fn loaded_judge(name: &str) -> Option<Arc<dyn Judge>> {
         .find(|p| p.info.kind == Kind::Judge && p.info.name == name)
         .and_then(|p| p.judge.clone())
         .map(|j| j as Arc<dyn Judge>)
+}
+
+/// A learner plugin by name: one registered through the C ABI or already loaded, else the
+/// plugins config's `kind = "learner"` entry of that name, whose library is loaded now.
+/// `Ok(None)`: there is no learner plugin of that name (the caller names the built-in ones).
+pub fn find_learner(name: &str) -> Result<Option<Arc<LearnerPlugin>>> {
+    if let Some(l) = loaded_learner(name) {
+        return Ok(Some(l));
+    }
+    let entries = crate::plugins::config::entries()?;
+    let Some(entry) = entries
+        .iter()
+        .find(|e| e.kind == Kind::Learner && e.name == name)
+    else {
+        return Ok(None);
+    };
+    let Some(library) = &entry.library else {
+        return Err(Error::Config(format!(
+            "learner plugin `{name}` in {} has no `library`; learners are shared libraries \
+             exporting {ENTRY_SYMBOL}",
+            entry.source.display()
+        )));
+    };
+    let library = library.clone();
+    load_library_as(&library, Some(name))?;
+    loaded_learner(name).map(Some).ok_or_else(|| {
+        let provides: Vec<String> = lock()
+            .plugins
+            .iter()
+            .filter(|p| p.info.source == canonical_or(&library))
+            .map(|p| format!("{} `{}`", p.info.kind, p.info.name))
+            .collect();
+        Error::Config(format!(
+            "{} (listed as learner `{name}` in {}) provides no learner named `{name}`; it \
+             provides {}",
+            library.display(),
+            entry.source.display(),
+            if provides.is_empty() {
+                "nothing new (its plugins were loaded before)".to_string()
+            } else {
+                provides.join(", ")
+            }
+        ))
+    })
+}
+
+/// The names of the learner plugins registered, loaded or in the plugins config (for errors
+/// and suggestions); an unreadable config contributes none.
+pub fn learner_names() -> Vec<String> {
+    let mut names: Vec<String> = lock()
+        .plugins
+        .iter()
+        .filter(|p| p.info.kind == Kind::Learner)
+        .map(|p| p.info.name.clone())
+        .collect();
+    for e in crate::plugins::config::entries().unwrap_or_default() {
+        if e.kind == Kind::Learner && !names.contains(&e.name) {
+            names.push(e.name);
+        }
+    }
+    names
+}
+
+fn loaded_learner(name: &str) -> Option<Arc<LearnerPlugin>> {
+    lock()
+        .plugins
+        .iter()
+        .find(|p| p.info.kind == Kind::Learner && p.info.name == name)
+        .and_then(|p| p.learner.clone())
 }

@@ -10,6 +10,7 @@ mod crash;
 pub mod external;
 pub mod judge;
 pub mod kinds;
+pub mod learner;
 pub mod library;
 pub mod registry;
 

@@ -178,13 +178,7 @@ fn build(config: &Value, parts: LearnerParts, check: bool) -> Result<Box<dyn Lea
         })?
         .to_string();
     if !NAMES.contains(&name.as_str()) {
-        let hint = suggest(&name, NAMES.iter().copied())
-            .map(|s| format!(" (did you mean `{s}`?)"))
-            .unwrap_or_default();
-        return Err(err(format!(
-            "unknown learner `{name}`{hint}; known: {}",
-            NAMES.join(", ")
-        )));
+        return plugin_learner(&name, &cfg);
     }
     match name.as_str() {
         "incontext" => {
@@ -405,4 +399,46 @@ fn builtin_trainer(
         ))
     })?;
     Ok(Box::new(SoftmaxPolicy::for_env(env.as_ref(), opts)?))
+}
+
+/// A learner plugin (a shared library in the plugins config, or one a host registered) for a
+/// name that is not a built-in learner's; built-in names always win. An unknown name is an
+/// error naming the closest learner, built-in or plugin, and all of them.
+fn plugin_learner(name: &str, cfg: &Map<String, Value>) -> Result<Box<dyn Learner>> {
+    let plugins = crate::plugins::library::learner_names();
+    let mut unreadable = String::new();
+    match crate::plugins::library::find_learner(name) {
+        Ok(Some(plugin)) => {
+            check_keys(cfg, &format!("learner plugin `{name}`"), ["use"])?;
+            return Ok(Box::new(crate::plugins::learner::LibraryLearner::new(
+                plugin,
+            )));
+        }
+        Ok(None) => {}
+        // A listed plugin that cannot load says why; an unreadable config must not hide the
+        // did-you-mean of a mistyped built-in name.
+        Err(e) if plugins.iter().any(|p| p == name) => return Err(e),
+        Err(e) => unreadable = format!(" (the plugins config could not be read: {e})"),
+    }
+    let hint = suggest(
+        name,
+        NAMES
+            .iter()
+            .copied()
+            .chain(plugins.iter().map(String::as_str)),
+    )
+    .map(|s| format!(" (did you mean `{s}`?)"))
+    .unwrap_or_default();
+    let plugins = if plugins.is_empty() {
+        format!(
+            "no learner plugins (add a [[plugin]] with kind = \"learner\" to {})",
+            crate::plugins::config::path().display()
+        )
+    } else {
+        format!("learner plugins: {}", plugins.join(", "))
+    };
+    Err(err(format!(
+        "unknown learner `{name}`{hint}; known: {}; {plugins}{unreadable}",
+        NAMES.join(", ")
+    )))
 }

@@ -15,6 +15,7 @@ from ._native import call_json, check, ffi, lib
 
 PLUGIN_ABI_VERSION: int = int(lib.NENYAX_PLUGIN_ABI_VERSION)
 JUDGE_VTABLE_VERSION: int = int(lib.NENYAX_JUDGE_VTABLE_VERSION)
+LEARNER_PLUGIN_VTABLE_VERSION: int = int(lib.NENYAX_LEARNER_PLUGIN_VTABLE_VERSION)
 
 
 def plugin_load(path: str | os.PathLike[str]) -> None:

@@ -1,0 +1,3 @@
+module example.com/nenyax-learner-gotab
+
+go 1.21
