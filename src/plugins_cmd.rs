@@ -112,7 +112,7 @@ pub fn run(args: &PluginsArgs) -> Result<(), Error> {
 /// `nenyax plugin-check KIND NAME`: hold one plugin to its kind's conformance checks.
 #[derive(clap::Args)]
 pub struct PluginCheckArgs {
-    /// The plugin's kind: judge (drivers: `nenyax check URI`; sandboxes: `nenyax sandbox-check`)
+    /// The plugin's kind: judge, telemetry or hub (drivers: `nenyax check URI`; sandboxes: `nenyax sandbox-check`)
     kind: String,
     /// Its name: a built-in judge type or a plugin's name from the plugins config
     name: String,
@@ -128,6 +128,14 @@ pub fn check(args: &PluginCheckArgs) -> Result<bool, Error> {
         Kind::Judge => {
             let judge = plugins::conformance::judge_by_name(&args.name)?;
             plugins::conformance::check_judge(&args.name, judge)
+        }
+        Kind::Telemetry => {
+            let mut sink = plugins::conformance::sink_by_name(&args.name)?;
+            plugins::conformance::check_telemetry(&args.name, sink.as_mut())
+        }
+        Kind::Hub => {
+            let hub = plugins::library::find_hub(&args.name)?;
+            plugins::conformance::check_hub(&args.name, &hub)
         }
         Kind::Driver => {
             return Err(Error::Config(format!(
