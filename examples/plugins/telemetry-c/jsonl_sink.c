@@ -135,10 +135,11 @@ static int32_t start(void *ud, const char *run, size_t len, const nenyax_plugin_
 static int32_t episode(void *ud, const char *traj, size_t len, const nenyax_plugin_out_t *out) {
     (void)ud;
 #ifdef EXAMPLE_FAIL_EPISODES
-    (void)traj; (void)len;
-    say(out, "collector unavailable");
-    return 1;
-#else
+    if (traj) { /* always: the rest stays compiled */
+        say(out, "collector unavailable");
+        return 1;
+    }
+#endif
     FILE *f = file(out);
     if (!f) return 1;
     const char *end = traj + len;
@@ -153,7 +154,6 @@ static int32_t episode(void *ud, const char *traj, size_t len, const nenyax_plug
     fprintf(f, ",\"model_calls\":%ld}\n", calls ? count_items(calls, end) : 0L);
     SINK.episodes++;
     return 0;
-#endif
 }
 
 static int32_t metrics(void *ud, uint64_t step, const char *values, size_t len,
