@@ -110,6 +110,7 @@ fn the_c_sink_gets_every_episode_with_its_score_and_a_finish() {
     assert_eq!(ev.first().unwrap()["event"], "start", "{ev:?}");
     assert_eq!(ev[0]["run"]["kind"], "run");
     assert_eq!(ev[0]["run"]["params"]["uri"], "builtin:arithmetic");
+    assert_eq!(ev[0]["run"]["options"], serde_json::json!({}));
 
     // One episode line per trajectory, with the trajectory's own score and model call count.
     let trajs: Vec<Value> = std::fs::read_to_string(&runs)

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Map, Value};
 
-use crate::contract::Trajectory;
+use crate::contract::{JsonMap, Trajectory};
 use crate::error::{Error, Result};
 use crate::plugins::abi::{
     nenyax_plugin_out_t, nenyax_plugin_t, nenyax_telemetry_vtable_t, PluginInfo, PLUGIN_THREAD_SAFE,
@@ -82,9 +82,10 @@ impl LibraryTelemetry {
         &self.info
     }
 
-    /// A sink over this plugin, for one run.
-    pub fn sink(self: &Arc<Self>) -> LibrarySink {
-        LibrarySink(self.clone())
+    /// A sink over this plugin, for one run; `options` (the other keys of its `[[telemetry]]`
+    /// table or C ABI entry) reach the plugin in `start`'s JSON.
+    pub fn sink(self: &Arc<Self>, options: JsonMap) -> LibrarySink {
+        LibrarySink(self.clone(), options)
     }
 
     /// Call the plugin with an out buffer; its return code becomes an error with its message.
@@ -146,7 +147,7 @@ unsafe extern "C" fn append(ctx: *mut c_void, ptr: *const c_char, len: usize) {
 
 /// A [`Sink`] that hands every event to a telemetry plugin; chosen by the plugin's name wherever
 /// built-in sinks are (`--telemetry`, `[[telemetry]]`, the C ABI's `"telemetry"`).
-pub struct LibrarySink(Arc<LibraryTelemetry>);
+pub struct LibrarySink(Arc<LibraryTelemetry>, JsonMap);
 
 impl Sink for LibrarySink {
     fn name(&self) -> &'static str {
@@ -157,7 +158,8 @@ impl Sink for LibrarySink {
         let Some(f) = self.0.vt.start else {
             return Ok(());
         };
-        let info = json!({"kind": run.kind, "name": run.name, "params": run.params});
+        let info = json!({"kind": run.kind, "name": run.name, "params": run.params,
+                          "options": self.1});
         self.0.call_json(0, info.to_string(), f)
     }
 

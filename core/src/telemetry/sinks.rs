@@ -12,7 +12,7 @@ pub fn build(spec: &SinkSpec) -> Result<Box<dyn Sink>> {
         "wandb" => super::wandb::build(&spec.options),
         // Not a built-in: a telemetry plugin of that name (docs/plugins-abi.md).
         other => match crate::plugins::library::find_sink(other) {
-            Ok(plugin) => Ok(Box::new(plugin.sink())),
+            Ok(plugin) => Ok(Box::new(plugin.sink(spec.options.clone()))),
             Err(e) => Err(Error::Config(format!(
                 "unknown telemetry sink {other:?}; built in: {}; and as a plugin: {e}",
                 SINKS.join(", ")
