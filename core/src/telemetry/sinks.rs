@@ -14,7 +14,7 @@ pub fn build(spec: &SinkSpec) -> Result<Box<dyn Sink>> {
         other => match crate::plugins::library::find_sink(other) {
             Ok(plugin) => Ok(Box::new(plugin.sink(spec.options.clone()))),
             Err(e) => Err(Error::Config(format!(
-                "unknown telemetry sink {other:?}; built in: {}; and as a plugin: {e}",
+                "unknown telemetry sink {other:?}; known: {}; and as a plugin: {e}",
                 SINKS.join(", ")
             ))),
         },
