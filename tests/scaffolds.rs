@@ -55,6 +55,24 @@ const CASES: &[Case] = &[
         to: "let hit = !got.is_empty() || expected.is_empty();",
         fails_with: "discriminates",
     },
+    Case {
+        kind: "telemetry",
+        lang: "c",
+        tool: "cc",
+        file: "__NAME__.c",
+        from: "SINK.episodes++;",
+        to: "return 1;",
+        fails_with: "receives_episodes",
+    },
+    Case {
+        kind: "hub",
+        lang: "c",
+        tool: "cc",
+        file: "__NAME__.c",
+        from: "put(out, CATALOGUE[i].uri);",
+        to: "put(out, \"not a uri\");",
+        fails_with: "fetch_gives_uris",
+    },
 ];
 
 fn have(tool: &str) -> bool {
