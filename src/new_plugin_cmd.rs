@@ -192,6 +192,50 @@ const TEMPLATES: &[Template] = &[
         ],
         next: "./test.sh",
     },
+    Template {
+        kind: Kind::Telemetry,
+        lang: "rust",
+        token: "__NAME__",
+        replace: &[],
+        files: &[
+            file(
+                "Cargo.toml",
+                include_str!("../scaffolds/telemetry-rust/Cargo.toml.in"),
+            ),
+            file(
+                "src/lib.rs",
+                include_str!("../scaffolds/telemetry-rust/src/lib.rs"),
+            ),
+            script(
+                "test.sh",
+                include_str!("../scaffolds/telemetry-rust/test.sh"),
+            ),
+            file(
+                "README.md",
+                include_str!("../scaffolds/telemetry-rust/README.md"),
+            ),
+        ],
+        next: "./test.sh",
+    },
+    Template {
+        kind: Kind::Hub,
+        lang: "rust",
+        token: "__NAME__",
+        replace: &[],
+        files: &[
+            file(
+                "Cargo.toml",
+                include_str!("../scaffolds/hub-rust/Cargo.toml.in"),
+            ),
+            file(
+                "src/lib.rs",
+                include_str!("../scaffolds/hub-rust/src/lib.rs"),
+            ),
+            script("test.sh", include_str!("../scaffolds/hub-rust/test.sh")),
+            file("README.md", include_str!("../scaffolds/hub-rust/README.md")),
+        ],
+        next: "./test.sh",
+    },
 ];
 
 impl Template {
