@@ -209,3 +209,125 @@ impl Sink for LibrarySink {
         flushed.and(finished)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::Mode;
+    use crate::plugins::abi::kind_code;
+    use crate::plugins::kinds::{Kind, PLUGIN_ABI_VERSION};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    static EPISODES: AtomicUsize = AtomicUsize::new(0);
+    static STARTS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+    unsafe extern "C" fn start(
+        _: *mut c_void,
+        p: *const c_char,
+        len: usize,
+        _: *const nenyax_plugin_out_t,
+    ) -> i32 {
+        let s = std::slice::from_raw_parts(p.cast::<u8>(), len);
+        STARTS
+            .lock()
+            .unwrap()
+            .push(String::from_utf8_lossy(s).into_owned());
+        0
+    }
+
+    /// Fails its second call, with a message.
+    unsafe extern "C" fn episode(
+        _: *mut c_void,
+        _: *const c_char,
+        _: usize,
+        out: *const nenyax_plugin_out_t,
+    ) -> i32 {
+        if EPISODES.fetch_add(1, Ordering::SeqCst) == 1 {
+            let msg = "disk full";
+            ((*out).write.unwrap())((*out).ctx, msg.as_ptr().cast(), msg.len());
+            return 7;
+        }
+        0
+    }
+
+    fn vtable(version: u32, with_episode: bool) -> &'static nenyax_telemetry_vtable_t {
+        Box::leak(Box::new(nenyax_telemetry_vtable_t {
+            version,
+            start: Some(start),
+            episode: with_episode.then_some(episode as JsonFn),
+            metrics: None,
+            artifact: None,
+            flush: None,
+            finish: None,
+            drop: None,
+        }))
+    }
+
+    fn descriptor(
+        name: &'static std::ffi::CStr,
+        vt: &'static nenyax_telemetry_vtable_t,
+    ) -> nenyax_plugin_t {
+        nenyax_plugin_t {
+            abi_version: PLUGIN_ABI_VERSION,
+            kind: kind_code(Kind::Telemetry),
+            kind_version: TELEMETRY_VTABLE_VERSION,
+            flags: 0,
+            name: name.as_ptr(),
+            version: c"0.1.0".as_ptr(),
+            vtable: (vt as *const nenyax_telemetry_vtable_t).cast(),
+            user_data: std::ptr::null_mut(),
+        }
+    }
+
+    #[test]
+    fn a_registered_sink_is_picked_by_the_c_abi_option_gets_its_options_and_its_errors_are_counted()
+    {
+        let d = descriptor(c"unit_sink", vtable(TELEMETRY_VTABLE_VERSION, true));
+        // SAFETY: a valid descriptor whose vtable lives for the process.
+        unsafe { crate::plugins::library::register(&d) }.unwrap();
+        let mut options = json!({"telemetry": [{"name": "unit_sink", "endpoint": "x"}]});
+        let run = RunInfo {
+            kind: "run".into(),
+            name: "unit".into(),
+            ..RunInfo::default()
+        };
+        let t = crate::telemetry::take_from_options(&mut options, run)
+            .unwrap()
+            .expect("a hub");
+        assert_eq!(t.sinks(), ["unit_sink"]);
+        for seed in 0..3 {
+            t.episode(&Trajectory::start("unit", Mode::Step, None, Some(seed)));
+        }
+        let stats = t.finish(true);
+        assert_eq!(EPISODES.load(Ordering::SeqCst), 3);
+        assert_eq!(stats.errors, 1, "{stats:?}");
+        let starts = STARTS.lock().unwrap();
+        let started: Value = serde_json::from_str(&starts[0]).unwrap();
+        assert_eq!(started["kind"], "run");
+        assert_eq!(started["options"], json!({"endpoint": "x"}));
+    }
+
+    #[test]
+    fn a_vtable_without_episode_or_of_another_version_is_refused() {
+        let d = descriptor(c"unit_no_episode", vtable(TELEMETRY_VTABLE_VERSION, false));
+        // SAFETY: as above.
+        let e = unsafe { crate::plugins::library::register(&d) }
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`episode` is NULL"), "{e}");
+        let d = descriptor(c"unit_v2", vtable(2, true));
+        // SAFETY: as above.
+        let e = unsafe { crate::plugins::library::register(&d) }
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("telemetry vtable version 2") && e.contains("speaks version 1"),
+            "{e}"
+        );
+        let e = crate::telemetry::build(&crate::telemetry::SinkSpec::named("unit_v2"))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("unknown telemetry sink \"unit_v2\""), "{e}");
+    }
+}
