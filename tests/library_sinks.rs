@@ -5,6 +5,7 @@
 //! built for another vtable version refused naming both versions; a sink whose calls fail
 //! reported without holding the run up.
 
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -333,4 +334,35 @@ fn libraries_built_for_another_vtable_version_are_refused_naming_both_versions()
     ] {
         assert!(err.contains(want), "missing {want:?} in: {err}");
     }
+}
+
+#[test]
+fn a_crashing_sink_is_named_as_the_process_dies() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = sink_lib(dir.path(), &["-DEXAMPLE_CRASH"]);
+    config(dir.path());
+    let o = nenyax(
+        dir.path(),
+        &[
+            "run",
+            "builtin:arithmetic",
+            "-n",
+            "2",
+            "--telemetry",
+            "jsonl_sink",
+        ],
+    );
+    assert_eq!(o.status.signal(), Some(libc_sigsegv()), "{:?}", o.status);
+    let err = text(&o.stderr);
+    let canonical = std::fs::canonicalize(&lib).unwrap();
+    let want = format!(
+        "nenyax: crashed inside library plugin `jsonl_sink` ({}) during telemetry episode",
+        canonical.display()
+    );
+    assert!(err.contains(&want), "missing {want:?} in: {err}");
+}
+
+/// SIGSEGV on Linux and macOS alike.
+fn libc_sigsegv() -> i32 {
+    11
 }

@@ -11,6 +11,7 @@
  * Compile-time switches, used by tests/library_sinks.rs:
  *   -DEXAMPLE_TELEMETRY_VTABLE_VERSION=2  claim another telemetry vtable version (refused)
  *   -DEXAMPLE_FAIL_EPISODES               every episode call fails ("collector unavailable")
+ *   -DEXAMPLE_CRASH                       dereference NULL inside episode (a crashing plugin)
  */
 #include "../../../include/nenyax.h"
 
@@ -134,6 +135,12 @@ static int32_t start(void *ud, const char *run, size_t len, const nenyax_plugin_
 
 static int32_t episode(void *ud, const char *traj, size_t len, const nenyax_plugin_out_t *out) {
     (void)ud;
+#ifdef EXAMPLE_CRASH
+    if (traj) {
+        volatile int *nowhere = NULL;
+        *nowhere = 1;
+    }
+#endif
 #ifdef EXAMPLE_FAIL_EPISODES
     if (traj) { /* always: the rest stays compiled */
         say(out, "collector unavailable");
