@@ -260,6 +260,15 @@ fn the_c_hub_searches_fetches_a_checkable_uri_and_conforms() {
         text(&o.stderr)
     );
 
+    let o = nenyax(dir.path(), &["integrations", "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let rows: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap();
+    let row = rows
+        .iter()
+        .find(|r| r["kind"] == "hub" && r["name"] == "toy_hub")
+        .unwrap_or_else(|| panic!("no toy_hub row: {rows:?}"));
+    assert_eq!(row["ready"], true, "{row}");
+
     let o = nenyax(dir.path(), &["plugin-check", "hub", "toy_hub"]);
     assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
     assert!(text(&o.stdout).contains("CONFORMS"), "{}", text(&o.stdout));
