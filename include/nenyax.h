@@ -142,6 +142,12 @@
 // Version of `nenyax_learner_plugin_vtable_t`.
 #define NENYAX_LEARNER_PLUGIN_VTABLE_VERSION 1
 
+// Version of `nenyax_telemetry_vtable_t`.
+#define NENYAX_TELEMETRY_VTABLE_VERSION 1
+
+// Version of `nenyax_hub_vtable_t`.
+#define NENYAX_HUB_VTABLE_VERSION 1
+
 // Flag in `nenyax_plugin_t.flags`: the plugin's callbacks may run on several threads at once;
 // without it the library makes one call at a time (from any thread).
 #define NENYAX_PLUGIN_THREAD_SAFE 1
@@ -217,9 +223,9 @@ typedef enum nenyax_plugin_kind_t {
   NENYAX_PLUGIN_KIND_LEARNER = 4,
   // A model provider (not loadable from libraries yet).
   NENYAX_PLUGIN_KIND_PROVIDER = 5,
-  // An environment hub (not loadable from libraries yet).
+  // An environment hub: `vtable` is a `nenyax_hub_vtable_t`.
   NENYAX_PLUGIN_KIND_HUB = 6,
-  // A telemetry sink (not loadable from libraries yet).
+  // A telemetry sink: `vtable` is a `nenyax_telemetry_vtable_t`.
   NENYAX_PLUGIN_KIND_TELEMETRY = 7,
 } nenyax_plugin_kind_t;
 
@@ -624,6 +630,68 @@ typedef struct nenyax_learner_plugin_vtable_t {
   // Optional, reserved: would free `user_data` on unregistering; never called today.
   void (*drop)(void *user_data);
 } nenyax_learner_plugin_vtable_t;
+
+// A telemetry sink plugin's vtable (`NENYAX_PLUGIN_KIND_TELEMETRY`). Callbacks run on the
+// telemetry exporter thread, never on a rollout thread; each returns 0, or non-zero with a
+// message written to `out` (counted and reported once; the run goes on). Only `episode` is
+// required; the others may be NULL.
+typedef struct nenyax_telemetry_vtable_t {
+  // NENYAX_TELEMETRY_VTABLE_VERSION.
+  uint32_t version;
+  // The run begins: {"kind": "run"|"train"|"check", "name", "params": {...}} JSON
+  // (NUL-terminated; `len` excludes the NUL).
+  int32_t (*start)(void *user_data,
+                   const char *run_info,
+                   size_t len,
+                   const struct nenyax_plugin_out_t *out);
+  // One finished episode: its trajectory JSON (NUL-terminated; `len` excludes the NUL).
+  int32_t (*episode)(void *user_data,
+                     const char *trajectory,
+                     size_t len,
+                     const struct nenyax_plugin_out_t *out);
+  // Named values at `step`: a JSON object {"name": number, ...} (NUL-terminated).
+  int32_t (*metrics)(void *user_data,
+                     uint64_t step,
+                     const char *values,
+                     size_t len,
+                     const struct nenyax_plugin_out_t *out);
+  // A file to keep with the run: `name` NUL-terminated UTF-8, `len` raw bytes at `bytes`.
+  int32_t (*artifact)(void *user_data,
+                      const char *name,
+                      const uint8_t *bytes,
+                      size_t len,
+                      const struct nenyax_plugin_out_t *out);
+  // Send what is buffered; called every couple of seconds while events arrive and before
+  // `finish`, so it must tolerate being called repeatedly.
+  int32_t (*flush)(void *user_data, const struct nenyax_plugin_out_t *out);
+  // The run ended (`ok` 0 when it failed); the last call of a run (a process may hold
+  // several runs, each from `start` to `finish`).
+  int32_t (*finish)(void *user_data, int32_t ok, const struct nenyax_plugin_out_t *out);
+  // Optional, reserved: would free `user_data` on unregistering; never called today.
+  void (*drop)(void *user_data);
+} nenyax_telemetry_vtable_t;
+
+// An environment hub plugin's vtable (`NENYAX_PLUGIN_KIND_HUB`); `search` and `fetch` are
+// required.
+typedef struct nenyax_hub_vtable_t {
+  // NENYAX_HUB_VTABLE_VERSION.
+  uint32_t version;
+  // Up to `limit` entries matching `query` (UTF-8, NUL-terminated, may be empty): write a
+  // JSON array of {"name", "uri"?, "description"?, "meta"?: object} to `out` and return 0.
+  int32_t (*search)(void *user_data,
+                    const char *query,
+                    size_t len,
+                    size_t limit,
+                    const struct nenyax_plugin_out_t *out);
+  // Make `name` (as `search` lists it) loadable here and write the URI to load (plain text)
+  // to `out`, returning 0; an unknown name: write a message and return non-zero.
+  int32_t (*fetch)(void *user_data,
+                   const char *name,
+                   size_t len,
+                   const struct nenyax_plugin_out_t *out);
+  // Optional, reserved: would free `user_data` on unregistering; never called today.
+  void (*drop)(void *user_data);
+} nenyax_hub_vtable_t;
 
 // The function every plugin library exports with C linkage under the name
 // `nenyax_plugin_entry`: given the host's NENYAX_PLUGIN_ABI_VERSION, point `*plugins` at an
@@ -1128,7 +1196,8 @@ struct nenyax_error_t *nenyax_export(const char *jsonl,
                                      struct nenyax_string_t *summary_out);
 
 // Register a plugin this host implements (same descriptor and vtable as a library's), so that
-// `{"type": "plugin", "use": "<name>"}` judges find it. The descriptor and vtable are copied;
+// `{"type": "plugin", "use": "<name>"}` judges (and `--telemetry`, `nenyax search` by name for
+// telemetry and hub plugins) find it. The descriptor and vtable are copied;
 // `user_data` must stay valid for the life of the process. A name already taken for the kind
 // is NENYAX_STATUS_CONFIG; so is a version mismatch, with both versions named.
 struct nenyax_error_t *nenyax_plugin_register(const struct nenyax_plugin_t *plugin);

@@ -10,7 +10,7 @@ use nenyax::Error;
 /// What to make.
 #[derive(clap::Args)]
 pub struct NewPluginArgs {
-    /// The kind: driver, judge or learner (kinds with a third-party interface; `nenyax plugins --kinds`)
+    /// The kind: driver, judge, learner, telemetry or hub (`nenyax plugins --kinds`)
     kind: String,
     /// Its name: lowercase letters, digits and `_` (a driver's URI scheme, a judge's `use` name)
     name: String,
@@ -195,6 +195,93 @@ const TEMPLATES: &[Template] = &[
                 "README.md",
                 include_str!("../scaffolds/learner-rust/README.md"),
             ),
+        ],
+        next: "./test.sh",
+    },
+    Template {
+        kind: Kind::Telemetry,
+        lang: "c",
+        token: "jsonl_sink",
+        replace: &[("../../../include/nenyax.h", "nenyax.h")],
+        files: &[
+            file(
+                "jsonl_sink.c",
+                include_str!("../examples/plugins/telemetry-c/jsonl_sink.c"),
+            ),
+            file(
+                "Makefile",
+                include_str!("../examples/plugins/telemetry-c/Makefile"),
+            ),
+            file("nenyax.h", include_str!("../include/nenyax.h")),
+            script("test.sh", include_str!("../scaffolds/telemetry-c/test.sh")),
+            file(
+                "README.md",
+                include_str!("../scaffolds/telemetry-c/README.md"),
+            ),
+        ],
+        next: "./test.sh",
+    },
+    Template {
+        kind: Kind::Hub,
+        lang: "c",
+        token: "toy_hub",
+        replace: &[("../../../include/nenyax.h", "nenyax.h")],
+        files: &[
+            file(
+                "toy_hub.c",
+                include_str!("../examples/plugins/hub-c/toy_hub.c"),
+            ),
+            file(
+                "Makefile",
+                include_str!("../examples/plugins/hub-c/Makefile"),
+            ),
+            file("nenyax.h", include_str!("../include/nenyax.h")),
+            script("test.sh", include_str!("../scaffolds/hub-c/test.sh")),
+            file("README.md", include_str!("../scaffolds/hub-c/README.md")),
+        ],
+        next: "./test.sh",
+    },
+    Template {
+        kind: Kind::Telemetry,
+        lang: "rust",
+        token: "__NAME__",
+        replace: &[],
+        files: &[
+            file(
+                "Cargo.toml",
+                include_str!("../scaffolds/telemetry-rust/Cargo.toml.in"),
+            ),
+            file(
+                "src/lib.rs",
+                include_str!("../scaffolds/telemetry-rust/src/lib.rs"),
+            ),
+            script(
+                "test.sh",
+                include_str!("../scaffolds/telemetry-rust/test.sh"),
+            ),
+            file(
+                "README.md",
+                include_str!("../scaffolds/telemetry-rust/README.md"),
+            ),
+        ],
+        next: "./test.sh",
+    },
+    Template {
+        kind: Kind::Hub,
+        lang: "rust",
+        token: "__NAME__",
+        replace: &[],
+        files: &[
+            file(
+                "Cargo.toml",
+                include_str!("../scaffolds/hub-rust/Cargo.toml.in"),
+            ),
+            file(
+                "src/lib.rs",
+                include_str!("../scaffolds/hub-rust/src/lib.rs"),
+            ),
+            script("test.sh", include_str!("../scaffolds/hub-rust/test.sh")),
+            file("README.md", include_str!("../scaffolds/hub-rust/README.md")),
         ],
         next: "./test.sh",
     },

@@ -73,6 +73,42 @@ const CASES: &[Case] = &[
         to: "_ = saved",
         fails_with: "snapshot_restores",
     },
+    Case {
+        kind: "telemetry",
+        lang: "c",
+        tool: "cc",
+        file: "__NAME__.c",
+        from: "SINK.episodes++;",
+        to: "return 1;",
+        fails_with: "receives_episodes",
+    },
+    Case {
+        kind: "hub",
+        lang: "c",
+        tool: "cc",
+        file: "__NAME__.c",
+        from: "put(out, CATALOGUE[i].uri);",
+        to: "put(out, \"not a uri\");",
+        fails_with: "fetch_gives_uris",
+    },
+    Case {
+        kind: "telemetry",
+        lang: "rust",
+        tool: "cargo",
+        file: "src/lib.rs",
+        from: "state.episodes += 1;",
+        to: "return Err(\"broken on purpose\".into());",
+        fails_with: "receives_episodes",
+    },
+    Case {
+        kind: "hub",
+        lang: "rust",
+        tool: "cargo",
+        file: "src/lib.rs",
+        from: "Some(e) => Ok(e.uri.to_string()),",
+        to: "Some(_) => Ok(\"not a uri\".to_string()),",
+        fails_with: "fetch_gives_uris",
+    },
 ];
 
 fn have(tool: &str) -> bool {

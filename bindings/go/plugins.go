@@ -20,6 +20,14 @@ const (
 	PluginThreadSafe = C.NENYAX_PLUGIN_THREAD_SAFE
 	// PluginKindJudge is NENYAX_PLUGIN_KIND_JUDGE, the kind code of judge plugins.
 	PluginKindJudge = C.NENYAX_PLUGIN_KIND_JUDGE
+	// TelemetryVtableVersion is NENYAX_TELEMETRY_VTABLE_VERSION, the version of a telemetry sink plugin's vtable.
+	TelemetryVtableVersion = C.NENYAX_TELEMETRY_VTABLE_VERSION
+	// HubVtableVersion is NENYAX_HUB_VTABLE_VERSION, the version of a hub plugin's vtable.
+	HubVtableVersion = C.NENYAX_HUB_VTABLE_VERSION
+	// PluginKindTelemetry is NENYAX_PLUGIN_KIND_TELEMETRY, the kind code of telemetry sink plugins.
+	PluginKindTelemetry = C.NENYAX_PLUGIN_KIND_TELEMETRY
+	// PluginKindHub is NENYAX_PLUGIN_KIND_HUB, the kind code of hub plugins.
+	PluginKindHub = C.NENYAX_PLUGIN_KIND_HUB
 )
 
 // LoadPlugin loads a plugin library (a shared library exporting nenyax_plugin_entry) and

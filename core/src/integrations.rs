@@ -76,6 +76,35 @@ pub fn list() -> Vec<Integration> {
     out.extend(sandboxes());
     out.extend(learners());
     out.extend(judges());
+    out.extend(library_plugins());
+    out
+}
+
+/// Hub and telemetry plugins (the plugins config's libraries, or registered by a host), listed
+/// beside the built-ins they extend: ready when the library loads, else why not.
+pub fn library_plugins() -> Vec<Integration> {
+    use crate::plugins::kinds::Kind;
+    use crate::plugins::library;
+    let mut out = Vec::new();
+    for name in library::plugin_names(Kind::Hub) {
+        let ready = library::find_hub(&name)
+            .map(|h| Some(format!("a library plugin: {}", h.info().source)))
+            .map_err(|e| e.to_string());
+        out.push(row("hub", &name, "hub plugin", None, None, ready));
+    }
+    for name in library::plugin_names(Kind::Telemetry) {
+        let ready = library::find_sink(&name)
+            .map(|t| Some(format!("a library plugin: {}", t.info().source)))
+            .map_err(|e| e.to_string());
+        out.push(row(
+            "telemetry",
+            &name,
+            "telemetry plugin",
+            None,
+            None,
+            ready,
+        ));
+    }
     out
 }
 

@@ -25,6 +25,12 @@ pub const NENYAX_JUDGE_VTABLE_VERSION: u32 = 1;
 /// Version of `nenyax_learner_plugin_vtable_t`.
 pub const NENYAX_LEARNER_PLUGIN_VTABLE_VERSION: u32 = 1;
 
+/// Version of `nenyax_telemetry_vtable_t`.
+pub const NENYAX_TELEMETRY_VTABLE_VERSION: u32 = 1;
+
+/// Version of `nenyax_hub_vtable_t`.
+pub const NENYAX_HUB_VTABLE_VERSION: u32 = 1;
+
 /// Flag in `nenyax_plugin_t.flags`: the plugin's callbacks may run on several threads at once;
 /// without it the library makes one call at a time (from any thread).
 pub const NENYAX_PLUGIN_THREAD_SAFE: u32 = 1;
@@ -44,9 +50,9 @@ pub enum nenyax_plugin_kind_t {
     NENYAX_PLUGIN_KIND_LEARNER = 4,
     /// A model provider (not loadable from libraries yet).
     NENYAX_PLUGIN_KIND_PROVIDER = 5,
-    /// An environment hub (not loadable from libraries yet).
+    /// An environment hub: `vtable` is a `nenyax_hub_vtable_t`.
     NENYAX_PLUGIN_KIND_HUB = 6,
-    /// A telemetry sink (not loadable from libraries yet).
+    /// A telemetry sink: `vtable` is a `nenyax_telemetry_vtable_t`.
     NENYAX_PLUGIN_KIND_TELEMETRY = 7,
 }
 
@@ -133,6 +139,102 @@ pub struct nenyax_learner_plugin_vtable_t {
     pub drop: Option<unsafe extern "C" fn(user_data: *mut c_void)>,
 }
 
+/// A telemetry sink plugin's vtable (`NENYAX_PLUGIN_KIND_TELEMETRY`). Callbacks run on the
+/// telemetry exporter thread, never on a rollout thread; each returns 0, or non-zero with a
+/// message written to `out` (counted and reported once; the run goes on). Only `episode` is
+/// required; the others may be NULL.
+#[repr(C)]
+pub struct nenyax_telemetry_vtable_t {
+    /// NENYAX_TELEMETRY_VTABLE_VERSION.
+    pub version: u32,
+    /// The run begins: {"kind": "run"|"train"|"check", "name", "params": {...}} JSON
+    /// (NUL-terminated; `len` excludes the NUL).
+    pub start: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            run_info: *const c_char,
+            len: usize,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// One finished episode: its trajectory JSON (NUL-terminated; `len` excludes the NUL).
+    pub episode: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            trajectory: *const c_char,
+            len: usize,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// Named values at `step`: a JSON object {"name": number, ...} (NUL-terminated).
+    pub metrics: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            step: u64,
+            values: *const c_char,
+            len: usize,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// A file to keep with the run: `name` NUL-terminated UTF-8, `len` raw bytes at `bytes`.
+    pub artifact: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            name: *const c_char,
+            bytes: *const u8,
+            len: usize,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// Send what is buffered; called every couple of seconds while events arrive and before
+    /// `finish`, so it must tolerate being called repeatedly.
+    pub flush: Option<
+        unsafe extern "C" fn(user_data: *mut c_void, out: *const nenyax_plugin_out_t) -> i32,
+    >,
+    /// The run ended (`ok` 0 when it failed); the last call of a run (a process may hold
+    /// several runs, each from `start` to `finish`).
+    pub finish: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            ok: i32,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// Optional, reserved: would free `user_data` on unregistering; never called today.
+    pub drop: Option<unsafe extern "C" fn(user_data: *mut c_void)>,
+}
+
+/// An environment hub plugin's vtable (`NENYAX_PLUGIN_KIND_HUB`); `search` and `fetch` are
+/// required.
+#[repr(C)]
+pub struct nenyax_hub_vtable_t {
+    /// NENYAX_HUB_VTABLE_VERSION.
+    pub version: u32,
+    /// Up to `limit` entries matching `query` (UTF-8, NUL-terminated, may be empty): write a
+    /// JSON array of {"name", "uri"?, "description"?, "meta"?: object} to `out` and return 0.
+    pub search: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            query: *const c_char,
+            len: usize,
+            limit: usize,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// Make `name` (as `search` lists it) loadable here and write the URI to load (plain text)
+    /// to `out`, returning 0; an unknown name: write a message and return non-zero.
+    pub fetch: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            name: *const c_char,
+            len: usize,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// Optional, reserved: would free `user_data` on unregistering; never called today.
+    pub drop: Option<unsafe extern "C" fn(user_data: *mut c_void)>,
+}
+
 /// One plugin, as a library's `nenyax_plugin_entry` lists it or a host registers it.
 #[repr(C)]
 pub struct nenyax_plugin_t {
@@ -199,6 +301,26 @@ const _: () = {
         drop
     );
     same!(
+        nenyax_telemetry_vtable_t,
+        core_abi::nenyax_telemetry_vtable_t,
+        version,
+        start,
+        episode,
+        metrics,
+        artifact,
+        flush,
+        finish,
+        drop
+    );
+    same!(
+        nenyax_hub_vtable_t,
+        core_abi::nenyax_hub_vtable_t,
+        version,
+        search,
+        fetch,
+        drop
+    );
+    same!(
         nenyax_plugin_t,
         core_abi::nenyax_plugin_t,
         abi_version,
@@ -212,12 +334,15 @@ const _: () = {
     );
     assert!(NENYAX_PLUGIN_ABI_VERSION == core_kinds::PLUGIN_ABI_VERSION);
     assert!(NENYAX_JUDGE_VTABLE_VERSION == core_kinds::JUDGE_VTABLE_VERSION);
+    assert!(NENYAX_TELEMETRY_VTABLE_VERSION == core_kinds::TELEMETRY_VTABLE_VERSION);
+    assert!(NENYAX_HUB_VTABLE_VERSION == core_kinds::HUB_VTABLE_VERSION);
     assert!(NENYAX_PLUGIN_THREAD_SAFE == core_abi::PLUGIN_THREAD_SAFE);
     assert!(NENYAX_LEARNER_PLUGIN_VTABLE_VERSION == core_kinds::LEARNER_PLUGIN_VTABLE_VERSION);
 };
 
 /// Register a plugin this host implements (same descriptor and vtable as a library's), so that
-/// `{"type": "plugin", "use": "<name>"}` judges find it. The descriptor and vtable are copied;
+/// `{"type": "plugin", "use": "<name>"}` judges (and `--telemetry`, `nenyax search` by name for
+/// telemetry and hub plugins) find it. The descriptor and vtable are copied;
 /// `user_data` must stay valid for the life of the process. A name already taken for the kind
 /// is NENYAX_STATUS_CONFIG; so is a version mismatch, with both versions named.
 #[no_mangle]

@@ -42,6 +42,8 @@ const PG_BAD_ADVANTAGES = 16
 const PLUGIN_ABI_VERSION = UInt32(1)
 const JUDGE_VTABLE_VERSION = UInt32(1)
 const LEARNER_PLUGIN_VTABLE_VERSION = UInt32(1)
+const TELEMETRY_VTABLE_VERSION = UInt32(1)
+const HUB_VTABLE_VERSION = UInt32(1)
 const PLUGIN_THREAD_SAFE = UInt32(1)
 # nenyax_pg_batch_t (pg_loss_batch; in headers from the batch struct on).
 const PG_BATCH_VERSION = UInt32(1)

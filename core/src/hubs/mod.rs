@@ -96,6 +96,9 @@ pub fn search(hub_name: &str, query: &str, limit: usize) -> Result<Vec<Listing>>
             "a search limit of {limit} is out of range; give 1 to {MAX_LIMIT}"
         )));
     }
+    if !HUBS.iter().any(|h| h.name == hub_name) {
+        return plugin_hub(hub_name)?.search(query, limit);
+    }
     match hub(hub_name)?.name {
         "huggingface" => huggingface::search(query, limit),
         "prime" => prime::search(query, limit),
@@ -110,9 +113,20 @@ pub fn fetch(hub_name: &str, name: &str) -> Result<String> {
             "no name to fetch from {hub_name}; `nenyax search {hub_name}` lists them"
         )));
     }
+    if !HUBS.iter().any(|h| h.name == hub_name) {
+        return plugin_hub(hub_name)?.fetch(name);
+    }
     match hub(hub_name)?.name {
         "huggingface" => huggingface::fetch(name),
         "prime" => prime::fetch(name),
         _ => harbor::fetch(name),
     }
+}
+
+/// A hub plugin named `name` (not a built-in hub); the error names the built-in hubs too.
+fn plugin_hub(name: &str) -> Result<std::sync::Arc<crate::plugins::hub::LibraryHub>> {
+    crate::plugins::library::find_hub(name).map_err(|e| match hub(name) {
+        Err(builtin) => Error::Config(format!("{builtin}; and as a plugin: {e}")),
+        Ok(_) => e,
+    })
 }

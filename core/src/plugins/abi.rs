@@ -95,6 +95,101 @@ pub struct nenyax_learner_plugin_vtable_t {
     pub drop: Option<unsafe extern "C" fn(user_data: *mut c_void)>,
 }
 
+/// A telemetry sink plugin's vtable (kind 7, version
+/// [`crate::plugins::kinds::TELEMETRY_VTABLE_VERSION`]). Every callback runs on the exporter
+/// thread, never on a rollout thread; it returns 0, or non-zero with a message written to `out`
+/// (counted and reported once; the run goes on). Only `episode` is required.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct nenyax_telemetry_vtable_t {
+    /// The vtable version the plugin was built against.
+    pub version: u32,
+    /// Optional: the run begins; `{"kind", "name", "params"}` JSON.
+    pub start: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            run_info: *const c_char,
+            len: usize,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// One finished episode: its trajectory JSON.
+    pub episode: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            trajectory: *const c_char,
+            len: usize,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// Optional: named values at `step`, a JSON object `{"name": number}`.
+    pub metrics: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            step: u64,
+            values: *const c_char,
+            len: usize,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// Optional: a file to keep with the run (`name` NUL-terminated UTF-8, `bytes` raw).
+    pub artifact: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            name: *const c_char,
+            bytes: *const u8,
+            len: usize,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// Optional: send what is buffered (called repeatedly, and before `finish`).
+    pub flush: Option<
+        unsafe extern "C" fn(user_data: *mut c_void, out: *const nenyax_plugin_out_t) -> i32,
+    >,
+    /// Optional: the run ended (`ok` 0 when it failed); the last call of a run.
+    pub finish: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            ok: i32,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// Optional, reserved for unregistering; never called today.
+    pub drop: Option<unsafe extern "C" fn(user_data: *mut c_void)>,
+}
+
+/// An environment hub plugin's vtable (kind 6, version
+/// [`crate::plugins::kinds::HUB_VTABLE_VERSION`]); both callbacks are required.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct nenyax_hub_vtable_t {
+    /// The vtable version the plugin was built against.
+    pub version: u32,
+    /// Up to `limit` entries matching `query` (UTF-8, may be empty): a JSON array of
+    /// `{"name", "uri"?, "description"?, "meta"?}` written to `out`, 0 returned.
+    pub search: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            query: *const c_char,
+            len: usize,
+            limit: usize,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// Make `name` loadable here and write the URI to load to `out` (plain text), 0 returned;
+    /// an unknown name: a message and non-zero.
+    pub fetch: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            name: *const c_char,
+            len: usize,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// Optional, reserved for unregistering; never called today.
+    pub drop: Option<unsafe extern "C" fn(user_data: *mut c_void)>,
+}
+
 /// One plugin a library (or a host, through `nenyax_plugin_register`) provides.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -168,6 +263,8 @@ pub fn kind_from_code(code: u32) -> Option<Kind> {
 pub fn vtable_version(kind: Kind) -> Option<u32> {
     match kind {
         Kind::Judge => Some(crate::plugins::kinds::JUDGE_VTABLE_VERSION),
+        Kind::Telemetry => Some(crate::plugins::kinds::TELEMETRY_VTABLE_VERSION),
+        Kind::Hub => Some(crate::plugins::kinds::HUB_VTABLE_VERSION),
         Kind::Learner => Some(crate::plugins::kinds::LEARNER_PLUGIN_VTABLE_VERSION),
         _ => None,
     }

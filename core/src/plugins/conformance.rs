@@ -256,15 +256,13 @@ pub fn check(kind: Kind, name: &str) -> Result<Report> {
         Kind::Judge => Ok(check_judge(name, judge_by_name(name)?)),
         Kind::Provider => Ok(check_provider(name)),
         Kind::Learner => check_learner_on(name, LEARNER_CHECK_ENV),
+        Kind::Telemetry => Ok(check_telemetry(name, sink_by_name(name)?.as_mut())),
+        Kind::Hub => Ok(check_hub(name, &*crate::plugins::library::find_hub(name)?)),
         Kind::Driver => Err(Error::Config(format!(
             "drivers are checked on an environment: `nenyax check {name}:TARGET --require audited`"
         ))),
         Kind::Sandbox => Err(Error::Config(format!(
             "sandbox backends have their own check: `nenyax sandbox-check {name}`"
-        ))),
-        other => Err(Error::Config(format!(
-            "{other}s take no third-party plugins yet, so there is no {other} conformance check; \
-             `nenyax plugins --kinds` lists the kinds that do"
         ))),
     }
 }
@@ -722,6 +720,178 @@ pub fn learner_by_name(
             ..Default::default()
         },
     )
+}
+
+/// Hold a telemetry sink to what the exporter does with every sink: a run started, several
+/// judged episodes, metrics, an artifact, flushes called again and again, and a finish; then a
+/// second run in the same process (a host may run many). Every call must return without error.
+pub fn check_telemetry(name: &str, sink: &mut dyn crate::telemetry::Sink) -> Report {
+    use crate::contract::{JudgeSource, Judgment};
+    use crate::telemetry::RunInfo;
+    let mut checks = Vec::new();
+    let mut run = |label: &'static str, f: &mut dyn FnMut() -> Result<String>| {
+        let (passed, detail) = match crate::env::guard(f) {
+            Ok(d) => (true, d),
+            Err(e) => (false, clip(&e.to_string())),
+        };
+        checks.push(Check {
+            name: label,
+            passed,
+            detail,
+        });
+    };
+    let mut info = RunInfo {
+        kind: "check".into(),
+        name: "plugin-check:toy".into(),
+        ..RunInfo::default()
+    };
+    info.params.insert("episodes".into(), json!(TOY.len()));
+    let episodes: Vec<Trajectory> = TOY
+        .iter()
+        .enumerate()
+        .map(|(i, (answer, wrong))| {
+            let reply = if i % 2 == 0 { answer } else { wrong };
+            let mut t = toy_trajectory(i, reply, answer);
+            let score = if i % 2 == 0 { 1.0 } else { 0.0 };
+            t.judgment = Judgment::new(score, JudgeSource::Verifier, "plugin-check").ok();
+            t.duration_s = Some(0.01);
+            t
+        })
+        .collect();
+    let sink = std::cell::RefCell::new(sink);
+    run("starts", &mut || {
+        sink.borrow_mut()
+            .start(&info)
+            .map(|()| "run started".into())
+    });
+    run("receives_episodes", &mut || {
+        for (i, t) in episodes.iter().enumerate() {
+            sink.borrow_mut()
+                .episode(t)
+                .map_err(|e| Error::Config(format!("episode {i}: {e}")))?;
+        }
+        Ok(format!("{} judged episodes accepted", episodes.len()))
+    });
+    run("receives_metrics", &mut || {
+        let values = [
+            ("mean_score".to_string(), 0.5),
+            ("episodes".to_string(), episodes.len() as f64),
+        ];
+        sink.borrow_mut()
+            .metrics(0, &values)
+            .map(|()| "2 values at step 0 accepted".into())
+    });
+    run("receives_artifacts", &mut || {
+        sink.borrow_mut()
+            .artifact("report.json", b"{\"episodes\": 6}")
+            .map(|()| "a 15-byte report.json accepted".into())
+    });
+    run("flushes_repeatedly", &mut || {
+        for i in 0..3 {
+            sink.borrow_mut()
+                .flush()
+                .map_err(|e| Error::Config(format!("flush {}: {e}", i + 1)))?;
+        }
+        Ok("3 flushes in a row accepted".into())
+    });
+    run("finishes", &mut || {
+        sink.borrow_mut()
+            .finish(true)
+            .map(|()| "run finished".into())
+    });
+    run("runs_again", &mut || {
+        let mut s = sink.borrow_mut();
+        s.start(&info)?;
+        s.episode(&episodes[0])?;
+        s.finish(false)?;
+        Ok("a second run (start, episode, failed finish) accepted".into())
+    });
+    Report {
+        kind: Kind::Telemetry,
+        name: name.to_string(),
+        checks,
+    }
+}
+
+/// A telemetry sink by name, as `nenyax plugin-check telemetry NAME` finds it: a built-in sink
+/// (configured from its variables) or a telemetry plugin.
+pub fn sink_by_name(name: &str) -> Result<Box<dyn crate::telemetry::Sink>> {
+    crate::telemetry::build(&crate::telemetry::SinkSpec::named(name))
+}
+
+/// Hold a hub plugin to what `nenyax search` and `nenyax fetch` need: search lists well-formed
+/// entries (unique names), finds an entry by its own name, every listed name fetches to a URI
+/// the router parses, and an unknown name is a clean error.
+pub fn check_hub(name: &str, hub: &crate::plugins::hub::LibraryHub) -> Report {
+    let mut checks = Vec::new();
+    let listed = hub.search("", 20);
+    let names: Vec<String> = listed
+        .as_ref()
+        .map(|l| l.iter().map(|x| x.name.clone()).collect())
+        .unwrap_or_default();
+    let mut unique = names.clone();
+    unique.sort();
+    unique.dedup();
+    checks.push(Check {
+        name: "search_lists",
+        passed: listed.is_ok() && !names.is_empty() && unique.len() == names.len(),
+        detail: match &listed {
+            Err(e) => clip(&e.to_string()),
+            Ok(_) if names.is_empty() => "an empty query listed nothing".into(),
+            Ok(_) if unique.len() != names.len() => {
+                format!("names listed more than once in: {}", names.join(", "))
+            }
+            Ok(_) => format!("{} listings, names unique", names.len()),
+        },
+    });
+    let found = names.first().map(|n| (n, hub.search(n, 20)));
+    checks.push(Check {
+        name: "search_finds_by_name",
+        passed: matches!(&found, Some((n, Ok(l))) if l.iter().any(|x| &x.name == *n)),
+        detail: match &found {
+            None => "nothing listed to search for".into(),
+            Some((n, Ok(l))) if l.iter().any(|x| &x.name == *n) => {
+                format!("searching `{n}` lists it ({} listings)", l.len())
+            }
+            Some((n, Ok(l))) => format!("searching `{n}` does not list it ({} listings)", l.len()),
+            Some((n, Err(e))) => format!("searching `{n}`: {}", clip(&e.to_string())),
+        },
+    });
+    let fetched: Vec<std::result::Result<String, String>> = names
+        .iter()
+        .map(|n| {
+            let uri = hub.fetch(n).map_err(|e| format!("`{n}`: {}", e))?;
+            crate::uri::Uri::parse(&uri)
+                .map(|_| uri.clone())
+                .map_err(|e| format!("`{n}` fetched to {uri:?}, which does not parse: {e}"))
+        })
+        .collect();
+    let bad = fetched.iter().find_map(|r| r.as_ref().err());
+    checks.push(Check {
+        name: "fetch_gives_uris",
+        passed: !names.is_empty() && bad.is_none(),
+        detail: match (bad, fetched.first()) {
+            (Some(e), _) => clip(e),
+            (None, Some(Ok(u))) => format!("{} names fetched, e.g. {u}", fetched.len()),
+            _ => "nothing listed to fetch".into(),
+        },
+    });
+    let unknown = "nenyax-plugin-check-no-such-entry";
+    let detail = match crate::env::guard(|| hub.fetch(unknown)) {
+        Ok(u) => format!("fetching `{unknown}` gave {u:?} instead of an error"),
+        Err(e) if e.to_string().contains("panicked") => format!("panicked: {e}"),
+        Err(e) => format!("refused: {}", clip(&e.to_string())),
+    };
+    checks.push(Check {
+        name: "unknown_name_is_clean",
+        passed: detail.starts_with("refused"),
+        detail,
+    });
+    Report {
+        kind: Kind::Hub,
+        name: name.to_string(),
+        checks,
+    }
 }
 
 #[cfg(test)]

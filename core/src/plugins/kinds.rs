@@ -16,6 +16,12 @@ pub const PROVIDER_CONFIG_VERSION: u32 = 1;
 /// Version of `nenyax_judge_vtable_t`.
 pub const JUDGE_VTABLE_VERSION: u32 = 1;
 
+/// Version of `nenyax_telemetry_vtable_t` (telemetry sinks from libraries).
+pub const TELEMETRY_VTABLE_VERSION: u32 = 1;
+
+/// Version of `nenyax_hub_vtable_t` (environment hubs from libraries).
+pub const HUB_VTABLE_VERSION: u32 = 1;
+
 /// Version of `nenyax_learner_vtable_t` (a host's learner through the C ABI).
 pub const LEARNER_VTABLE_VERSION: u32 = 1;
 
@@ -125,7 +131,19 @@ impl Kind {
                 "`kind = \"provider\"`, `base_url`, `key_var` in the plugins config; picked by \
                  --provider NAME (or {\"provider\": NAME} in an endpoint spec)",
             ),
-            Kind::Sandbox | Kind::Hub | Kind::Telemetry => (
+            Kind::Telemetry => (
+                "nenyax_telemetry_vtable_t (include/nenyax.h)",
+                Some(TELEMETRY_VTABLE_VERSION),
+                "a shared library in the plugins config, or nenyax_plugin_register from a host; \
+                 picked by `--telemetry <name>` or `[[telemetry]] name = \"<name>\"`",
+            ),
+            Kind::Hub => (
+                "nenyax_hub_vtable_t (include/nenyax.h)",
+                Some(HUB_VTABLE_VERSION),
+                "a shared library in the plugins config, or nenyax_plugin_register from a host; \
+                 used by `nenyax search <name>` and `nenyax fetch <name>`",
+            ),
+            Kind::Sandbox => (
                 "none yet",
                 None,
                 "built in only: the library's own set (nenyax integrations)",

@@ -19,9 +19,11 @@ use crate::plugins::abi::{
     ENTRY_SYMBOL,
 };
 use crate::plugins::crash::{ensure_crash_handler, in_plugin, CrashMessage};
+use crate::plugins::hub::LibraryHub;
 use crate::plugins::judge::LibraryJudge;
 use crate::plugins::kinds::{Kind, PLUGIN_ABI_VERSION};
 use crate::plugins::learner::LearnerPlugin;
+use crate::plugins::telemetry::LibraryTelemetry;
 
 /// Where a plugin came from, as `nenyax plugins` shows it.
 pub const REGISTERED_SOURCE: &str = "registered through the C ABI";
@@ -29,6 +31,8 @@ pub const REGISTERED_SOURCE: &str = "registered through the C ABI";
 /// A plugin ready for use: its listing and its implementation.
 struct Loaded {
     info: PluginInfo,
+    telemetry: Option<Arc<LibraryTelemetry>>,
+    hub: Option<Arc<LibraryHub>>,
     judge: Option<Arc<LibraryJudge>>,
     learner: Option<Arc<LearnerPlugin>>,
 }
@@ -249,8 +253,14 @@ unsafe fn validate(d: *const nenyax_plugin_t, source: &str, label: Option<&str>)
     })?;
     let Some(ours) = vtable_version(kind) else {
         return Err(Error::Config(format!(
-            "{whose} is a {kind} plugin; this Nenyax loads only judge and learner plugins from \
-             libraries so far (drivers come as executables: docs/bridge.md)"
+            "{whose} is a {kind} plugin; this Nenyax loads only {} plugins from libraries so \
+             far (drivers come as executables: docs/bridge.md)",
+            Kind::ALL
+                .into_iter()
+                .filter(|k| vtable_version(*k).is_some())
+                .map(Kind::name)
+                .collect::<Vec<_>>()
+                .join(", ")
         )));
     };
     if d.kind_version != ours {
@@ -277,10 +287,20 @@ unsafe fn validate(d: *const nenyax_plugin_t, source: &str, label: Option<&str>)
         Kind::Learner => Some(Arc::new(LearnerPlugin::new(d, info.clone())?)),
         _ => None,
     };
+    let telemetry = match kind {
+        Kind::Telemetry => Some(Arc::new(LibraryTelemetry::new(d, info.clone())?)),
+        _ => None,
+    };
+    let hub = match kind {
+        Kind::Hub => Some(Arc::new(LibraryHub::new(d, info.clone())?)),
+        _ => None,
+    };
     Ok(Loaded {
         info,
         judge,
         learner,
+        telemetry,
+        hub,
     })
 }
 
@@ -433,4 +453,108 @@ fn loaded_learner(name: &str) -> Option<Arc<LearnerPlugin>> {
         .iter()
         .find(|p| p.info.kind == Kind::Learner && p.info.name == name)
         .and_then(|p| p.learner.clone())
+}
+
+/// A telemetry plugin by name (registered, loaded, or the plugins config's `kind = "telemetry"`
+/// entry, loaded now); the error says where plugins were looked for.
+pub fn find_sink(name: &str) -> Result<Arc<LibraryTelemetry>> {
+    find_plugin(Kind::Telemetry, name, "--telemetry <name>", |p| {
+        p.telemetry.clone()
+    })
+}
+
+/// A hub plugin by name (registered, loaded, or the plugins config's `kind = "hub"` entry,
+/// loaded now); the error says where plugins were looked for.
+pub fn find_hub(name: &str) -> Result<Arc<LibraryHub>> {
+    find_plugin(Kind::Hub, name, "nenyax search <name>", |p| p.hub.clone())
+}
+
+/// The plugins of `kind` loaded or registered so far, and those the config lists.
+fn names_of(kind: Kind, entries: &[crate::plugins::config::Entry]) -> Vec<String> {
+    let mut names: Vec<String> = lock()
+        .plugins
+        .iter()
+        .filter(|p| p.info.kind == kind)
+        .map(|p| p.info.name.clone())
+        .chain(
+            entries
+                .iter()
+                .filter(|e| e.kind == kind)
+                .map(|e| e.name.clone()),
+        )
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// Find a plugin of `kind` by name as [`find_judge`] does, with `get` picking its
+/// implementation out of the registry entry.
+fn find_plugin<T>(
+    kind: Kind,
+    name: &str,
+    used_by: &str,
+    get: impl Fn(&Loaded) -> Option<T>,
+) -> Result<T> {
+    let loaded = |get: &dyn Fn(&Loaded) -> Option<T>| {
+        lock()
+            .plugins
+            .iter()
+            .find(|p| p.info.kind == kind && p.info.name == name)
+            .and_then(get)
+    };
+    if let Some(t) = loaded(&get) {
+        return Ok(t);
+    }
+    let entries = crate::plugins::config::entries()?;
+    let config = crate::plugins::config::path();
+    let Some(entry) = entries.iter().find(|e| e.kind == kind && e.name == name) else {
+        let known = names_of(kind, &entries);
+        return Err(Error::Config(format!(
+            "no {kind} plugin named `{name}`: it is not registered through the C ABI nor listed \
+             in {} ({}); add a [[plugin]] with name = \"{name}\", kind = \"{kind}\", library = \
+             \"path/to/lib.so\" there to use it as `{}` (docs/plugins-abi.md)",
+            config.display(),
+            if known.is_empty() {
+                format!("there are no {kind} plugins")
+            } else {
+                format!("known {kind} plugins: {}", known.join(", "))
+            },
+            used_by.replace("<name>", name)
+        )));
+    };
+    let Some(library) = &entry.library else {
+        return Err(Error::Config(format!(
+            "{kind} plugin `{name}` in {} has no `library`; {kind} plugins are shared libraries \
+             exporting {ENTRY_SYMBOL}",
+            entry.source.display()
+        )));
+    };
+    let library = library.clone();
+    load_library_as(&library, Some(name))?;
+    loaded(&get).ok_or_else(|| {
+        let provides: Vec<String> = lock()
+            .plugins
+            .iter()
+            .filter(|p| p.info.source == canonical_or(&library))
+            .map(|p| format!("{} `{}`", p.info.kind, p.info.name))
+            .collect();
+        Error::Config(format!(
+            "{} (listed as {kind} `{name}` in {}) provides no {kind} named `{name}`; it provides {}",
+            library.display(),
+            entry.source.display(),
+            if provides.is_empty() {
+                "nothing new (its plugins were loaded before)".to_string()
+            } else {
+                provides.join(", ")
+            }
+        ))
+    })
+}
+
+/// The names of the telemetry or hub plugins this process knows of (loaded, registered, or in
+/// the plugins config), for listings and errors; a config that does not parse lists none.
+pub fn plugin_names(kind: Kind) -> Vec<String> {
+    let entries = crate::plugins::config::entries().unwrap_or_default();
+    names_of(kind, &entries)
 }

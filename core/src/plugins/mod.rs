@@ -8,11 +8,13 @@ pub mod conformance;
 mod crash;
 #[cfg(feature = "python")]
 pub mod external;
+pub mod hub;
 pub mod judge;
 pub mod kinds;
 pub mod learner;
 pub mod library;
 pub mod registry;
+pub mod telemetry;
 
 pub use abi::PluginInfo;
 pub use kinds::{Interface, Kind, PLUGIN_ABI_VERSION};

@@ -162,6 +162,13 @@ impl Telemetry {
                 self.timeout
             );
         }
+        if stats.errors > 0 {
+            eprintln!(
+                "nenyax: telemetry sink calls failed {} times (the first error of each sink is \
+                 shown above; the run was not held up)",
+                stats.errors
+            );
+        }
         if stats.dropped > 0 {
             eprintln!(
                 "nenyax: telemetry dropped {} events (queue full: the sinks could not keep up)",

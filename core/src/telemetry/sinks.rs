@@ -10,9 +10,13 @@ pub fn build(spec: &SinkSpec) -> Result<Box<dyn Sink>> {
         "otel" | "opentelemetry" => super::otel::build(&spec.options),
         "mlflow" => super::mlflow::build(&spec.options),
         "wandb" => super::wandb::build(&spec.options),
-        other => Err(Error::Config(format!(
-            "unknown telemetry sink {other:?}; known: {}",
-            SINKS.join(", ")
-        ))),
+        // Not a built-in: a telemetry plugin of that name (docs/plugins-abi.md).
+        other => match crate::plugins::library::find_sink(other) {
+            Ok(plugin) => Ok(Box::new(plugin.sink(spec.options.clone()))),
+            Err(e) => Err(Error::Config(format!(
+                "unknown telemetry sink {other:?}; known: {}; and as a plugin: {e}",
+                SINKS.join(", ")
+            ))),
+        },
     }
 }
