@@ -270,6 +270,27 @@ pub fn vtable_version(kind: Kind) -> Option<u32> {
     }
 }
 
+/// `nenyax_plugin_out_t.write` for every kind's calls: append to the `Vec<u8>` behind `ctx`.
+///
+/// # Safety
+/// `ctx` must be a live `Vec<u8>` and `ptr` valid for `len` bytes (what a plugin hands back).
+pub(crate) unsafe extern "C" fn append(ctx: *mut c_void, ptr: *const c_char, len: usize) {
+    if ctx.is_null() || ptr.is_null() || len == 0 {
+        return;
+    }
+    let buf = &mut *ctx.cast::<Vec<u8>>();
+    buf.extend_from_slice(std::slice::from_raw_parts(ptr.cast::<u8>(), len));
+}
+
+/// At most 500 characters of a plugin's text, for error messages.
+pub(crate) fn clip(s: &str) -> String {
+    let mut out: String = s.chars().take(500).collect();
+    if out.len() < s.len() {
+        out.push_str("...");
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

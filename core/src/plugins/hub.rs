@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 use crate::hubs::Listing;
+use crate::plugins::abi::{append, clip};
 use crate::plugins::abi::{
     nenyax_hub_vtable_t, nenyax_plugin_out_t, nenyax_plugin_t, PluginInfo, PLUGIN_THREAD_SAFE,
 };
@@ -186,22 +187,4 @@ impl LibraryHub {
         }
         Ok(uri.to_string())
     }
-}
-
-/// `nenyax_plugin_out_t.write`: append to the Vec behind `ctx`.
-unsafe extern "C" fn append(ctx: *mut c_void, ptr: *const c_char, len: usize) {
-    if ctx.is_null() || ptr.is_null() || len == 0 {
-        return;
-    }
-    let buf = &mut *ctx.cast::<Vec<u8>>();
-    buf.extend_from_slice(std::slice::from_raw_parts(ptr.cast::<u8>(), len));
-}
-
-/// At most 500 characters of a plugin's text, for error messages.
-fn clip(s: &str) -> String {
-    let mut out: String = s.chars().take(500).collect();
-    if out.len() < s.len() {
-        out.push_str("...");
-    }
-    out
 }

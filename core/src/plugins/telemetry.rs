@@ -10,6 +10,7 @@ use serde_json::{json, Map, Value};
 
 use crate::contract::{JsonMap, Trajectory};
 use crate::error::{Error, Result};
+use crate::plugins::abi::append;
 use crate::plugins::abi::{
     nenyax_plugin_out_t, nenyax_plugin_t, nenyax_telemetry_vtable_t, PluginInfo, PLUGIN_THREAD_SAFE,
 };
@@ -135,15 +136,6 @@ impl LibraryTelemetry {
 
 type JsonFn =
     unsafe extern "C" fn(*mut c_void, *const c_char, usize, *const nenyax_plugin_out_t) -> i32;
-
-/// `nenyax_plugin_out_t.write`: append to the Vec behind `ctx`.
-unsafe extern "C" fn append(ctx: *mut c_void, ptr: *const c_char, len: usize) {
-    if ctx.is_null() || ptr.is_null() || len == 0 {
-        return;
-    }
-    let buf = &mut *ctx.cast::<Vec<u8>>();
-    buf.extend_from_slice(std::slice::from_raw_parts(ptr.cast::<u8>(), len));
-}
 
 /// A [`Sink`] that hands every event to a telemetry plugin; chosen by the plugin's name wherever
 /// built-in sinks are (`--telemetry`, `[[telemetry]]`, the C ABI's `"telemetry"`).
