@@ -148,6 +148,21 @@
 // Version of `nenyax_hub_vtable_t`.
 #define NENYAX_HUB_VTABLE_VERSION 1
 
+// Version of `nenyax_sandbox_vtable_t`.
+#define NENYAX_SANDBOX_VTABLE_VERSION 1
+
+// `nenyax_sandbox_vtable_t.level` of a backend that limits a process group on the host.
+#define NENYAX_ISOLATION_PROCESS 1
+
+// `nenyax_sandbox_vtable_t.level` of a backend with namespaces and a private file system view.
+#define NENYAX_ISOLATION_JAIL 2
+
+// `nenyax_sandbox_vtable_t.level` of a backend running containers of images.
+#define NENYAX_ISOLATION_CONTAINER 3
+
+// `nenyax_sandbox_vtable_t.level` of a backend running guest kernels.
+#define NENYAX_ISOLATION_MICROVM 4
+
 // Flag in `nenyax_plugin_t.flags`: the plugin's callbacks may run on several threads at once;
 // without it the library makes one call at a time (from any thread).
 #define NENYAX_PLUGIN_THREAD_SAFE 1
@@ -215,7 +230,7 @@ typedef enum nenyax_status_t {
 typedef enum nenyax_plugin_kind_t {
   // Loads environments of a native format (drivers come as executables for now).
   NENYAX_PLUGIN_KIND_DRIVER = 1,
-  // Runs commands in isolation (not loadable from libraries yet).
+  // Runs commands in isolation: `vtable` is a `nenyax_sandbox_vtable_t`.
   NENYAX_PLUGIN_KIND_SANDBOX = 2,
   // Scores a finished episode: `vtable` is a `nenyax_judge_vtable_t`.
   NENYAX_PLUGIN_KIND_JUDGE = 3,
@@ -692,6 +707,71 @@ typedef struct nenyax_hub_vtable_t {
   // Optional, reserved: would free `user_data` on unregistering; never called today.
   void (*drop)(void *user_data);
 } nenyax_hub_vtable_t;
+
+// A sandbox backend plugin's vtable (`NENYAX_PLUGIN_KIND_SANDBOX`, version
+// NENYAX_SANDBOX_VTABLE_VERSION). A sandbox is an opaque handle the plugin
+// makes in `create` and frees in `destroy`. Paths are absolute sandbox paths (the host resolves
+// relative ones against the workdir and refuses `..`). Every callback but `destroy` returns 0,
+// or non-zero with a message written to `out`. Sandbox plugins must set
+// `NENYAX_PLUGIN_THREAD_SAFE`: a terminal agent runs commands in one sandbox concurrently.
+typedef struct nenyax_sandbox_vtable_t {
+  // NENYAX_SANDBOX_VTABLE_VERSION.
+  uint32_t version;
+  // The isolation it provides: 1 process, 2 jail, 3 container, 4 microvm
+  // (`NENYAX_ISOLATION_*`); `nenyax sandbox-check` holds it to that level's promises.
+  uint32_t level;
+  // Optional: 0 when it can run on this machine, else why not written to `out`.
+  int32_t (*ready)(void *user_data, const struct nenyax_plugin_out_t *out);
+  // The sandbox's configuration JSON in (docs/plugins-abi.md); its handle in `*sandbox`.
+  int32_t (*create)(void *user_data,
+                    const char *config,
+                    size_t len,
+                    void **sandbox,
+                    const struct nenyax_plugin_out_t *out);
+  // One command's JSON in; its result JSON out.
+  int32_t (*exec)(void *user_data,
+                  void *sandbox,
+                  const char *request,
+                  size_t len,
+                  const struct nenyax_plugin_out_t *out);
+  // Write a file (NUL-terminated path), making its parent directories, with `mode`.
+  int32_t (*put)(void *user_data,
+                 void *sandbox,
+                 const char *path,
+                 const uint8_t *data,
+                 size_t len,
+                 uint32_t mode,
+                 const struct nenyax_plugin_out_t *out);
+  // A file's bytes out.
+  int32_t (*get)(void *user_data,
+                 void *sandbox,
+                 const char *path,
+                 const struct nenyax_plugin_out_t *out);
+  // A directory's entries out: a JSON array of `{"name", "dir", "size"}`.
+  int32_t (*list)(void *user_data,
+                  void *sandbox,
+                  const char *path,
+                  const struct nenyax_plugin_out_t *out);
+  // Remove a file or a directory tree; a missing path is not an error.
+  int32_t (*remove)(void *user_data,
+                    void *sandbox,
+                    const char *path,
+                    const struct nenyax_plugin_out_t *out);
+  // Optional: a new sandbox (`*child`) with a copy of this one's files.
+  int32_t (*fork)(void *user_data,
+                  void *sandbox,
+                  void **child,
+                  const struct nenyax_plugin_out_t *out);
+  // Optional: a host URL (plain text) for a service listening on `port` inside.
+  int32_t (*url)(void *user_data,
+                 void *sandbox,
+                 uint16_t port,
+                 const struct nenyax_plugin_out_t *out);
+  // Kill everything the sandbox runs and remove its files; the handle is dead after it.
+  void (*destroy)(void *user_data, void *sandbox);
+  // Optional, reserved for unregistering; never called today.
+  void (*drop)(void *user_data);
+} nenyax_sandbox_vtable_t;
 
 // The function every plugin library exports with C linkage under the name
 // `nenyax_plugin_entry`: given the host's NENYAX_PLUGIN_ABI_VERSION, point `*plugins` at an

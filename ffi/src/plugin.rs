@@ -31,6 +31,21 @@ pub const NENYAX_TELEMETRY_VTABLE_VERSION: u32 = 1;
 /// Version of `nenyax_hub_vtable_t`.
 pub const NENYAX_HUB_VTABLE_VERSION: u32 = 1;
 
+/// Version of `nenyax_sandbox_vtable_t`.
+pub const NENYAX_SANDBOX_VTABLE_VERSION: u32 = 1;
+
+/// `nenyax_sandbox_vtable_t.level` of a backend that limits a process group on the host.
+pub const NENYAX_ISOLATION_PROCESS: u32 = 1;
+
+/// `nenyax_sandbox_vtable_t.level` of a backend with namespaces and a private file system view.
+pub const NENYAX_ISOLATION_JAIL: u32 = 2;
+
+/// `nenyax_sandbox_vtable_t.level` of a backend running containers of images.
+pub const NENYAX_ISOLATION_CONTAINER: u32 = 3;
+
+/// `nenyax_sandbox_vtable_t.level` of a backend running guest kernels.
+pub const NENYAX_ISOLATION_MICROVM: u32 = 4;
+
 /// Flag in `nenyax_plugin_t.flags`: the plugin's callbacks may run on several threads at once;
 /// without it the library makes one call at a time (from any thread).
 pub const NENYAX_PLUGIN_THREAD_SAFE: u32 = 1;
@@ -42,7 +57,7 @@ pub const NENYAX_PLUGIN_THREAD_SAFE: u32 = 1;
 pub enum nenyax_plugin_kind_t {
     /// Loads environments of a native format (drivers come as executables for now).
     NENYAX_PLUGIN_KIND_DRIVER = 1,
-    /// Runs commands in isolation (not loadable from libraries yet).
+    /// Runs commands in isolation: `vtable` is a `nenyax_sandbox_vtable_t`.
     NENYAX_PLUGIN_KIND_SANDBOX = 2,
     /// Scores a finished episode: `vtable` is a `nenyax_judge_vtable_t`.
     NENYAX_PLUGIN_KIND_JUDGE = 3,
@@ -235,6 +250,106 @@ pub struct nenyax_hub_vtable_t {
     pub drop: Option<unsafe extern "C" fn(user_data: *mut c_void)>,
 }
 
+/// A sandbox backend plugin's vtable (`NENYAX_PLUGIN_KIND_SANDBOX`, version
+/// NENYAX_SANDBOX_VTABLE_VERSION). A sandbox is an opaque handle the plugin
+/// makes in `create` and frees in `destroy`. Paths are absolute sandbox paths (the host resolves
+/// relative ones against the workdir and refuses `..`). Every callback but `destroy` returns 0,
+/// or non-zero with a message written to `out`. Sandbox plugins must set
+/// `NENYAX_PLUGIN_THREAD_SAFE`: a terminal agent runs commands in one sandbox concurrently.
+#[repr(C)]
+pub struct nenyax_sandbox_vtable_t {
+    /// NENYAX_SANDBOX_VTABLE_VERSION.
+    pub version: u32,
+    /// The isolation it provides: 1 process, 2 jail, 3 container, 4 microvm
+    /// (`NENYAX_ISOLATION_*`); `nenyax sandbox-check` holds it to that level's promises.
+    pub level: u32,
+    /// Optional: 0 when it can run on this machine, else why not written to `out`.
+    pub ready: Option<
+        unsafe extern "C" fn(user_data: *mut c_void, out: *const nenyax_plugin_out_t) -> i32,
+    >,
+    /// The sandbox's configuration JSON in (docs/plugins-abi.md); its handle in `*sandbox`.
+    pub create: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            config: *const c_char,
+            len: usize,
+            sandbox: *mut *mut c_void,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// One command's JSON in; its result JSON out.
+    pub exec: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            sandbox: *mut c_void,
+            request: *const c_char,
+            len: usize,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// Write a file (NUL-terminated path), making its parent directories, with `mode`.
+    pub put: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            sandbox: *mut c_void,
+            path: *const c_char,
+            data: *const u8,
+            len: usize,
+            mode: u32,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// A file's bytes out.
+    pub get: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            sandbox: *mut c_void,
+            path: *const c_char,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// A directory's entries out: a JSON array of `{"name", "dir", "size"}`.
+    pub list: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            sandbox: *mut c_void,
+            path: *const c_char,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// Remove a file or a directory tree; a missing path is not an error.
+    pub remove: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            sandbox: *mut c_void,
+            path: *const c_char,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// Optional: a new sandbox (`*child`) with a copy of this one's files.
+    pub fork: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            sandbox: *mut c_void,
+            child: *mut *mut c_void,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// Optional: a host URL (plain text) for a service listening on `port` inside.
+    pub url: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            sandbox: *mut c_void,
+            port: u16,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// Kill everything the sandbox runs and remove its files; the handle is dead after it.
+    pub destroy: Option<unsafe extern "C" fn(user_data: *mut c_void, sandbox: *mut c_void)>,
+    /// Optional, reserved for unregistering; never called today.
+    pub drop: Option<unsafe extern "C" fn(user_data: *mut c_void)>,
+}
+
 /// One plugin, as a library's `nenyax_plugin_entry` lists it or a host registers it.
 #[repr(C)]
 pub struct nenyax_plugin_t {
@@ -321,6 +436,23 @@ const _: () = {
         drop
     );
     same!(
+        nenyax_sandbox_vtable_t,
+        core_abi::nenyax_sandbox_vtable_t,
+        version,
+        level,
+        ready,
+        create,
+        exec,
+        put,
+        get,
+        list,
+        remove,
+        fork,
+        url,
+        destroy,
+        drop
+    );
+    same!(
         nenyax_plugin_t,
         core_abi::nenyax_plugin_t,
         abi_version,
@@ -336,6 +468,9 @@ const _: () = {
     assert!(NENYAX_JUDGE_VTABLE_VERSION == core_kinds::JUDGE_VTABLE_VERSION);
     assert!(NENYAX_TELEMETRY_VTABLE_VERSION == core_kinds::TELEMETRY_VTABLE_VERSION);
     assert!(NENYAX_HUB_VTABLE_VERSION == core_kinds::HUB_VTABLE_VERSION);
+    assert!(NENYAX_SANDBOX_VTABLE_VERSION == core_kinds::SANDBOX_VTABLE_VERSION);
+    assert!(NENYAX_ISOLATION_PROCESS == core_abi::ISOLATION_PROCESS);
+    assert!(NENYAX_ISOLATION_MICROVM == core_abi::ISOLATION_MICROVM);
     assert!(NENYAX_PLUGIN_THREAD_SAFE == core_abi::PLUGIN_THREAD_SAFE);
     assert!(NENYAX_LEARNER_PLUGIN_VTABLE_VERSION == core_kinds::LEARNER_PLUGIN_VTABLE_VERSION);
 };

@@ -190,6 +190,107 @@ pub struct nenyax_hub_vtable_t {
     pub drop: Option<unsafe extern "C" fn(user_data: *mut c_void)>,
 }
 
+/// A sandbox backend plugin's vtable (kind 2, version
+/// [`crate::plugins::kinds::SANDBOX_VTABLE_VERSION`]). A sandbox is an opaque handle the plugin
+/// makes in `create` and frees in `destroy`. Paths are absolute sandbox paths (the host resolves
+/// relative ones against the workdir and refuses `..`). Every callback but `destroy` returns 0,
+/// or non-zero with a message written to `out`. Sandbox plugins must set
+/// `NENYAX_PLUGIN_THREAD_SAFE`: a terminal agent runs commands in one sandbox concurrently.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct nenyax_sandbox_vtable_t {
+    /// The vtable version the plugin was built against.
+    pub version: u32,
+    /// The isolation it provides: 1 process, 2 jail, 3 container, 4 microvm
+    /// (`NENYAX_ISOLATION_*`); `nenyax sandbox-check` holds it to that level's promises.
+    pub level: u32,
+    /// Optional: 0 when it can run on this machine, else why not written to `out`.
+    pub ready: Option<
+        unsafe extern "C" fn(user_data: *mut c_void, out: *const nenyax_plugin_out_t) -> i32,
+    >,
+    /// The sandbox's configuration JSON in (docs/plugins-abi.md); its handle in `*sandbox`.
+    pub create: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            config: *const c_char,
+            len: usize,
+            sandbox: *mut *mut c_void,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// One command's JSON in; its result JSON out.
+    pub exec: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            sandbox: *mut c_void,
+            request: *const c_char,
+            len: usize,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// Write a file (NUL-terminated path), making its parent directories, with `mode`.
+    pub put: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            sandbox: *mut c_void,
+            path: *const c_char,
+            data: *const u8,
+            len: usize,
+            mode: u32,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// A file's bytes out.
+    pub get: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            sandbox: *mut c_void,
+            path: *const c_char,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// A directory's entries out: a JSON array of `{"name", "dir", "size"}`.
+    pub list: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            sandbox: *mut c_void,
+            path: *const c_char,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// Remove a file or a directory tree; a missing path is not an error.
+    pub remove: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            sandbox: *mut c_void,
+            path: *const c_char,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// Optional: a new sandbox (`*child`) with a copy of this one's files.
+    pub fork: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            sandbox: *mut c_void,
+            child: *mut *mut c_void,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// Optional: a host URL (plain text) for a service listening on `port` inside.
+    pub url: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            sandbox: *mut c_void,
+            port: u16,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// Kill everything the sandbox runs and remove its files; the handle is dead after it.
+    pub destroy: Option<unsafe extern "C" fn(user_data: *mut c_void, sandbox: *mut c_void)>,
+    /// Optional, reserved for unregistering; never called today.
+    pub drop: Option<unsafe extern "C" fn(user_data: *mut c_void)>,
+}
+
 /// One plugin a library (or a host, through `nenyax_plugin_register`) provides.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -226,6 +327,25 @@ pub const ENTRY_SYMBOL: &str = "nenyax_plugin_entry";
 
 /// Flag: the plugin's callbacks may be called from several threads at once.
 pub const PLUGIN_THREAD_SAFE: u32 = 1;
+
+/// `nenyax_sandbox_vtable_t.level` of a process-group backend; jail, container and microvm
+/// follow in order.
+pub const ISOLATION_PROCESS: u32 = 1;
+
+/// `nenyax_sandbox_vtable_t.level` of a microVM backend, the highest code.
+pub const ISOLATION_MICROVM: u32 = 4;
+
+/// The isolation a sandbox plugin's `level` code names, if any.
+pub fn isolation_from_code(code: u32) -> Option<crate::contract::Isolation> {
+    use crate::contract::Isolation;
+    match code {
+        1 => Some(Isolation::Process),
+        2 => Some(Isolation::Jail),
+        3 => Some(Isolation::Container),
+        4 => Some(Isolation::Microvm),
+        _ => None,
+    }
+}
 
 /// A plugin in the registry, for listings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -266,6 +386,7 @@ pub fn vtable_version(kind: Kind) -> Option<u32> {
         Kind::Telemetry => Some(crate::plugins::kinds::TELEMETRY_VTABLE_VERSION),
         Kind::Hub => Some(crate::plugins::kinds::HUB_VTABLE_VERSION),
         Kind::Learner => Some(crate::plugins::kinds::LEARNER_PLUGIN_VTABLE_VERSION),
+        Kind::Sandbox => Some(crate::plugins::kinds::SANDBOX_VTABLE_VERSION),
         _ => None,
     }
 }

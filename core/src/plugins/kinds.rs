@@ -28,6 +28,9 @@ pub const LEARNER_VTABLE_VERSION: u32 = 1;
 /// Version of `nenyax_learner_plugin_vtable_t` (a learner from a shared library).
 pub const LEARNER_PLUGIN_VTABLE_VERSION: u32 = 1;
 
+/// Version of `nenyax_sandbox_vtable_t` (sandbox backends from libraries).
+pub const SANDBOX_VTABLE_VERSION: u32 = 1;
+
 /// What a plugin extends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -144,9 +147,11 @@ impl Kind {
                  used by `nenyax search <name>` and `nenyax fetch <name>`",
             ),
             Kind::Sandbox => (
-                "none yet",
-                None,
-                "built in only: the library's own set (nenyax integrations)",
+                "nenyax_sandbox_vtable_t (include/nenyax.h)",
+                Some(SANDBOX_VTABLE_VERSION),
+                "a shared library in the plugins config, or nenyax_plugin_register from a host; \
+                 picked by name wherever a backend is (`nenyax sandbox-check <name>`, \
+                 `harbor:DIR?backend=<name>`, {\"backend\": \"<name>\"} in sandbox options)",
             ),
         };
         Interface {
