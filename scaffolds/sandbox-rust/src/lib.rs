@@ -28,7 +28,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Component, Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc;
+use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
 /// NENYAX_PLUGIN_ABI_VERSION of the header this plugin was written against.
@@ -167,7 +167,8 @@ struct ChildSetup {
     run_as: Option<(u32, u32)>,
 }
 
-/// One sandbox. Nothing in it changes after `create`, so concurrent calls need no lock.
+/// One sandbox. Only the count of running commands changes after `create`, so concurrent
+/// calls need no other lock.
 struct Sandbox {
     /// The host's id for it, the value of every command's `NENYAX_SANDBOX`.
     id: String,
@@ -180,6 +181,33 @@ struct Sandbox {
     /// Variables of every command (the host also merges them into each request's `env`).
     env: Map<String, Value>,
     limits: Limits,
+    /// Commands running now. Every process of the sandbox carries the same marker, so the sweep
+    /// for detached children waits until none runs: a short command must not kill a long one
+    /// started beside it (a terminal agent does that).
+    running: Mutex<usize>,
+}
+
+/// One running command of a sandbox; when the last one ends, what is left is swept.
+struct Running<'a>(&'a Sandbox);
+
+impl<'a> Running<'a> {
+    /// Count a command in before it starts: a sweep in progress finishes first, so it cannot
+    /// kill the new command.
+    fn start(sb: &'a Sandbox) -> Running<'a> {
+        *sb.running.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        Running(sb)
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        let mut n = self.0.running.lock().unwrap_or_else(|e| e.into_inner());
+        *n -= 1;
+        if *n == 0 {
+            // Under the lock, so that no command starts during the sweep.
+            kill_marked(&self.0.id);
+        }
+    }
 }
 
 type Result<T> = std::result::Result<T, String>;
@@ -319,6 +347,7 @@ impl Sandbox {
             private_dirs,
             env,
             limits,
+            running: Mutex::new(0),
         };
         // From here on, dropping `sb` on an error would leak the directory: remove it.
         let made = (|| {
@@ -490,6 +519,7 @@ impl Sandbox {
         unsafe {
             cmd.pre_exec(move || in_child(&setup));
         }
+        let running = Running::start(self);
         let t0 = Instant::now();
         let mut child = cmd.spawn().map_err(|e| {
             format!(
@@ -499,11 +529,13 @@ impl Sandbox {
         })?;
         let pid = child.id() as libc::pid_t;
         let rx = capture(&mut child, cap);
-        if let Some(mut pipe) = child.stdin.take() {
+        match child.stdin.take() {
             // A thread, so that a command that never reads its input cannot stall us.
-            std::thread::spawn(move || {
-                let _ = pipe.write_all(&stdin);
-            });
+            Some(pipe) if !stdin.is_empty() => {
+                std::thread::spawn(move || feed(pipe, &stdin));
+            }
+            // Dropping the pipe closes it: the command reads end of input.
+            _ => {}
         }
         let mut timed_out = false;
         let (status, usage) = loop {
@@ -518,10 +550,11 @@ impl Sandbox {
             }
             std::thread::sleep(Duration::from_millis(2));
         };
-        // What the command left in its group, or detached with our marker, goes too.
+        // What the command left in its group goes too, and (once no other command of the
+        // sandbox runs) what it detached with our marker.
         // SAFETY: as above; the group exists while any member does, so its id is not reused.
         unsafe { libc::killpg(pid, libc::SIGKILL) };
-        kill_marked(&self.id);
+        drop(running);
         let (out, dropped) = collect(&rx, OUTPUT_GRACE);
         let signal = libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status));
         let exit_code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
@@ -697,6 +730,29 @@ fn copy_tree(src: &Path, dst: &Path) -> Result<()> {
         chown(&to)?;
     }
     Ok(())
+}
+
+/// Write a command's input. A command that exits without reading it breaks the pipe, and a
+/// host written in C may not ignore SIGPIPE as Rust programs do: the signal is blocked on this
+/// thread (it is sent to the writing thread), so the write fails with EPIPE instead, and the
+/// pending signal is taken off before the thread ends.
+fn feed(mut pipe: std::process::ChildStdin, data: &[u8]) {
+    // SAFETY: signal sets are plain data; the calls change this thread's mask only.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGPIPE);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        let broke = pipe.write_all(data).is_err();
+        drop(pipe);
+        if broke {
+            let zero = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            libc::sigtimedwait(&set, std::ptr::null_mut(), &zero);
+        }
+    }
 }
 
 /// Between fork and exec: a new session (so the timeout can kill the whole group), the
