@@ -438,9 +438,13 @@ impl Sandbox {
 
     /// Run one command (the request JSON of docs/plugins-abi.md) and describe how it ended.
     fn exec(&self, req: &Value) -> Result<Value> {
+        // An empty `argv` counts as none: Nenyax sends `"argv": []` beside a `shell`.
+        let argv = req
+            .get("argv")
+            .filter(|a| a.as_array().is_none_or(|a| !a.is_empty()));
         let argv: Vec<String> =
-            match (req.get("argv"), req.get("shell")) {
-                (Some(Value::Array(a)), None | Some(Value::Null)) if !a.is_empty() => a
+            match (argv, req.get("shell")) {
+                (Some(Value::Array(a)), None | Some(Value::Null)) => a
                     .iter()
                     .map(|s| {
                         s.as_str()
