@@ -116,7 +116,7 @@ const CASES: &[Case] = &[
         file: "src/lib.rs",
         from: "            .env_clear()\n",
         to: "\n",
-        fails_with: "scrubbed_environment",
+        fails_with: "FAIL scrubbed_environment",
     },
 ];
 

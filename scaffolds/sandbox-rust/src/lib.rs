@@ -145,6 +145,9 @@ static PLUGINS: Plugins = Plugins([Plugin {
     user_data: std::ptr::null_mut(),
 }]);
 
+/// The plugin's name, as the plugins config lists it; messages start with it.
+const NAME: &str = "__NAME__";
+
 /// Forks get ids of their own: their processes must not carry their parent's marker.
 static FORKS: AtomicU64 = AtomicU64::new(0);
 
@@ -222,7 +225,7 @@ fn run_as() -> Option<(u32, u32)> {
 fn chown(p: &Path) -> Result<()> {
     if let Some((u, g)) = run_as() {
         std::os::unix::fs::lchown(p, Some(u), Some(g))
-            .map_err(|e| format!("__NAME__: could not chown {}: {e}", p.display()))?;
+            .map_err(|e| format!("{NAME}: could not chown {}: {e}", p.display()))?;
     }
     Ok(())
 }
@@ -232,7 +235,7 @@ fn limit(v: &Value, key: &str) -> Result<Option<u64>> {
     match v.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(x) => x.as_u64().map(Some).ok_or_else(|| {
-            format!("__NAME__: limits.{key} must be a non-negative integer or null, not {x}")
+            format!("{NAME}: limits.{key} must be a non-negative integer or null, not {x}")
         }),
     }
 }
@@ -244,7 +247,7 @@ fn seconds(v: &Value, key: &str) -> Result<Option<f64>> {
         Some(x) => match x.as_f64() {
             Some(s) if s.is_finite() && s >= 0.0 => Ok(Some(s)),
             _ => Err(format!(
-                "__NAME__: {key} must be a non-negative number of seconds or null, not {x}"
+                "{NAME}: {key} must be a non-negative number of seconds or null, not {x}"
             )),
         },
     }
@@ -256,21 +259,21 @@ fn string_map(v: &Value, what: &str) -> Result<Map<String, Value>> {
         Value::Null => Ok(Map::new()),
         Value::Object(m) if m.values().all(Value::is_string) => Ok(m.clone()),
         _ => Err(format!(
-            "__NAME__: {what} must be an object of strings, not {v}"
+            "{NAME}: {what} must be an object of strings, not {v}"
         )),
     }
 }
 
 /// A fresh directory under the host's temporary directory, readable by the sandbox user.
 fn make_dir() -> Result<PathBuf> {
-    let template = std::env::temp_dir().join("nenyax-__NAME__-XXXXXX");
+    let template = std::env::temp_dir().join(format!("nenyax-{NAME}-XXXXXX"));
     let mut bytes = CString::new(template.as_os_str().as_bytes())
-        .map_err(|_| "__NAME__: the temporary directory's path has a NUL byte".to_string())?
+        .map_err(|_| format!("{NAME}: the temporary directory's path has a NUL byte"))?
         .into_bytes_with_nul();
     // SAFETY: mkdtemp rewrites the XXXXXX of a NUL-terminated buffer we own.
     if unsafe { libc::mkdtemp(bytes.as_mut_ptr().cast()) }.is_null() {
         return Err(format!(
-            "__NAME__: could not create a directory in {}: {}",
+            "{NAME}: could not create a directory in {}: {}",
             std::env::temp_dir().display(),
             std::io::Error::last_os_error()
         ));
@@ -278,7 +281,7 @@ fn make_dir() -> Result<PathBuf> {
     bytes.pop();
     let dir = PathBuf::from(std::ffi::OsStr::from_bytes(&bytes));
     fs::set_permissions(&dir, fs::Permissions::from_mode(0o755))
-        .map_err(|e| format!("__NAME__: could not chmod {}: {e}", dir.display()))?;
+        .map_err(|e| format!("{NAME}: could not chmod {}: {e}", dir.display()))?;
     Ok(dir)
 }
 
@@ -287,21 +290,21 @@ impl Sandbox {
     fn create(config: Value, id: Option<String>) -> Result<Sandbox> {
         if !config.is_object() {
             return Err(format!(
-                "__NAME__: the sandbox configuration must be a JSON object, not {config}"
+                "{NAME}: the sandbox configuration must be a JSON object, not {config}"
             ));
         }
-        let id =
-            match id {
-                Some(id) => id,
-                None => match config.get("id").and_then(Value::as_str) {
-                    Some(id) if !id.is_empty() && !id.contains(['\0', '=']) => id.to_string(),
-                    _ => return Err(
-                        "__NAME__: the configuration needs an `id` (a non-empty string without \
+        let id = match id {
+            Some(id) => id,
+            None => match config.get("id").and_then(Value::as_str) {
+                Some(id) if !id.is_empty() && !id.contains(['\0', '=']) => id.to_string(),
+                _ => {
+                    return Err(format!(
+                        "{NAME}: the configuration needs an `id` (a non-empty string without \
                          `=`), which marks the sandbox's processes"
-                            .into(),
-                    ),
-                },
-            };
+                    ))
+                }
+            },
+        };
         let private_dirs: Vec<String> = match config.get("private_dirs") {
             None | Some(Value::Null) => DEFAULT_DIRS.iter().map(|d| d.to_string()).collect(),
             Some(Value::Array(a)) => a
@@ -311,14 +314,14 @@ impl Sandbox {
                         Ok(d.to_string())
                     }
                     _ => Err(format!(
-                        "__NAME__: private_dirs holds `{d}`: each must be one plain top-level \
+                        "{NAME}: private_dirs holds `{d}`: each must be one plain top-level \
                          name such as \"app\""
                     )),
                 })
                 .collect::<Result<_>>()?,
             Some(x) => {
                 return Err(format!(
-                    "__NAME__: private_dirs must be an array of names, not {x}"
+                    "{NAME}: private_dirs must be an array of names, not {x}"
                 ))
             }
         };
@@ -354,13 +357,13 @@ impl Sandbox {
             for d in &sb.private_dirs {
                 let p = sb.dir.join(d);
                 fs::create_dir(&p)
-                    .map_err(|e| format!("__NAME__: could not create {}: {e}", p.display()))?;
+                    .map_err(|e| format!("{NAME}: could not create {}: {e}", p.display()))?;
                 chown(&p)?;
             }
             if sb.private_dirs.iter().any(|d| d == "tmp") {
                 let tmp = sb.dir.join("tmp");
                 fs::set_permissions(&tmp, fs::Permissions::from_mode(0o1777))
-                    .map_err(|e| format!("__NAME__: could not chmod {}: {e}", tmp.display()))?;
+                    .map_err(|e| format!("{NAME}: could not chmod {}: {e}", tmp.display()))?;
             }
             Ok(())
         })();
@@ -390,7 +393,7 @@ impl Sandbox {
                 Component::Normal(s) => parts.push(s),
                 _ => {
                     return Err(format!(
-                        "__NAME__: sandbox path `{path}` uses `..`; give a path inside {}",
+                        "{NAME}: sandbox path `{path}` uses `..`; give a path inside {}",
                         self.dirs_in_words()
                     ))
                 }
@@ -404,7 +407,7 @@ impl Sandbox {
                     .any(|d| first.as_bytes() == d.as_bytes()) => {}
             _ => {
                 return Err(format!(
-                    "__NAME__: sandbox path `{path}` is outside the sandbox's private \
+                    "{NAME}: sandbox path `{path}` is outside the sandbox's private \
                      directories; use {}",
                     self.dirs_in_words()
                 ))
@@ -419,7 +422,7 @@ impl Sandbox {
                 .unwrap_or(false);
             if is_link && !(last_may_be_link && i + 1 == n) {
                 return Err(format!(
-                    "__NAME__: sandbox path `{path}` goes through a symbolic link; the host \
+                    "{NAME}: sandbox path `{path}` goes through a symbolic link; the host \
                      does not follow links a command made"
                 ));
             }
@@ -442,30 +445,30 @@ impl Sandbox {
         let argv = req
             .get("argv")
             .filter(|a| a.as_array().is_none_or(|a| !a.is_empty()));
-        let argv: Vec<String> =
-            match (argv, req.get("shell")) {
-                (Some(Value::Array(a)), None | Some(Value::Null)) => a
-                    .iter()
-                    .map(|s| {
-                        s.as_str()
-                            .map(String::from)
-                            .ok_or_else(|| format!("__NAME__: argv holds {s}, not a string"))
-                    })
-                    .collect::<Result<_>>()?,
-                (None | Some(Value::Null), Some(Value::String(line))) => {
-                    let sh = if Path::new("/bin/bash").exists() {
-                        "/bin/bash"
-                    } else {
-                        "/bin/sh"
-                    };
-                    vec![sh.into(), "-c".into(), line.clone()]
-                }
-                _ => return Err(
-                    "__NAME__: an exec request needs exactly one of `argv` (a non-empty array) \
+        let argv: Vec<String> = match (argv, req.get("shell")) {
+            (Some(Value::Array(a)), None | Some(Value::Null)) => a
+                .iter()
+                .map(|s| {
+                    s.as_str()
+                        .map(String::from)
+                        .ok_or_else(|| format!("{NAME}: argv holds {s}, not a string"))
+                })
+                .collect::<Result<_>>()?,
+            (None | Some(Value::Null), Some(Value::String(line))) => {
+                let sh = if Path::new("/bin/bash").exists() {
+                    "/bin/bash"
+                } else {
+                    "/bin/sh"
+                };
+                vec![sh.into(), "-c".into(), line.clone()]
+            }
+            _ => {
+                return Err(format!(
+                    "{NAME}: an exec request needs exactly one of `argv` (a non-empty array) \
                      or `shell` (a string)"
-                        .into(),
-                ),
-            };
+                ))
+            }
+        };
         let cwd = req
             .get("cwd")
             .and_then(Value::as_str)
@@ -473,7 +476,7 @@ impl Sandbox {
         let host_cwd = self.host_path(cwd, false)?;
         if !host_cwd.is_dir() {
             return Err(format!(
-                "__NAME__: working directory `{cwd}` does not exist in the sandbox; create it \
+                "{NAME}: working directory `{cwd}` does not exist in the sandbox; create it \
                  first (put a file in it)"
             ));
         }
@@ -489,7 +492,7 @@ impl Sandbox {
         let stdin = match req.get("stdin") {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::String(s)) => s.clone().into_bytes(),
-            Some(x) => return Err(format!("__NAME__: stdin must be a string or null, not {x}")),
+            Some(x) => return Err(format!("{NAME}: stdin must be a string or null, not {x}")),
         };
         let mut cmd = Command::new(&argv[0]);
         let tmp = self.dir.join("tmp");
@@ -527,7 +530,7 @@ impl Sandbox {
         let t0 = Instant::now();
         let mut child = cmd.spawn().map_err(|e| {
             format!(
-                "__NAME__: could not start `{}` in sandbox {}: {e}",
+                "{NAME}: could not start `{}` in sandbox {}: {e}",
                 argv[0], self.id
             )
         })?;
@@ -596,7 +599,7 @@ impl Sandbox {
     /// Write a file with `mode`, making its parent directories (all owned by the sandbox user).
     fn put(&self, path: &str, data: &[u8], mode: u32) -> Result<()> {
         let host = self.host_path(path, false)?;
-        let io = |what: &str, e: std::io::Error| format!("__NAME__: could not {what} {path}: {e}");
+        let io = |what: &str, e: std::io::Error| format!("{NAME}: could not {what} {path}: {e}");
         if let Some(parent) = host.parent() {
             let mut missing = Vec::new();
             let mut cur = parent.to_path_buf();
@@ -629,13 +632,13 @@ impl Sandbox {
     /// A file's bytes.
     fn get(&self, path: &str) -> Result<Vec<u8>> {
         let host = self.host_path(path, false)?;
-        fs::read(&host).map_err(|e| format!("__NAME__: could not read sandbox file {path}: {e}"))
+        fs::read(&host).map_err(|e| format!("{NAME}: could not read sandbox file {path}: {e}"))
     }
 
     /// A directory's entries, sorted by name.
     fn list(&self, path: &str) -> Result<Value> {
         let host = self.host_path(path, false)?;
-        let io = |e: std::io::Error| format!("__NAME__: could not list {path}: {e}");
+        let io = |e: std::io::Error| format!("{NAME}: could not list {path}: {e}");
         let mut out = Vec::new();
         for e in fs::read_dir(&host).map_err(io)? {
             let e = e.map_err(io)?;
@@ -662,7 +665,7 @@ impl Sandbox {
             Ok(_) => fs::remove_file(&host),
             Err(_) => Ok(()),
         }
-        .map_err(|e| format!("__NAME__: could not remove {path}: {e}"))
+        .map_err(|e| format!("{NAME}: could not remove {path}: {e}"))
     }
 
     /// A new sandbox with the same configuration and a copy of the files (nothing running).
@@ -711,7 +714,7 @@ fn make_writable(p: &Path) {
 /// Copy a directory's contents (files, directories, links as links) into another.
 fn copy_tree(src: &Path, dst: &Path) -> Result<()> {
     let io = |what: &str, p: &Path, e: std::io::Error| {
-        format!("__NAME__: fork could not {what} {}: {e}", p.display())
+        format!("{NAME}: fork could not {what} {}: {e}", p.display())
     };
     for e in fs::read_dir(src).map_err(|e| io("read", src, e))? {
         let e = e.map_err(|e| io("read", src, e))?;
@@ -938,7 +941,7 @@ unsafe fn write(out: *const Out, bytes: &[u8]) {
 /// panic may unwind into the host, so this catches them.
 unsafe fn reply(out: *const Out, f: impl FnOnce() -> Result<Vec<u8>>) -> i32 {
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
-        .unwrap_or_else(|_| Err("__NAME__ panicked (a bug in the plugin)".into()));
+        .unwrap_or_else(|_| Err(format!("{NAME} panicked (a bug in the plugin)")));
     match result {
         Ok(v) => {
             write(out, &v);
@@ -953,25 +956,25 @@ unsafe fn reply(out: *const Out, f: impl FnOnce() -> Result<Vec<u8>>) -> i32 {
 
 unsafe fn json_in(ptr: *const c_char, len: usize, what: &str) -> Result<Value> {
     if ptr.is_null() {
-        return Err(format!("__NAME__: no {what} JSON was given"));
+        return Err(format!("{NAME}: no {what} JSON was given"));
     }
     serde_json::from_slice(std::slice::from_raw_parts(ptr.cast::<u8>(), len))
-        .map_err(|e| format!("__NAME__: the {what} is not valid JSON: {e}"))
+        .map_err(|e| format!("{NAME}: the {what} is not valid JSON: {e}"))
 }
 
 unsafe fn path_in<'a>(ptr: *const c_char) -> Result<&'a str> {
     if ptr.is_null() {
-        return Err("__NAME__: no path was given".into());
+        return Err(format!("{NAME}: no path was given"));
     }
     CStr::from_ptr(ptr)
         .to_str()
-        .map_err(|_| "__NAME__: the path is not UTF-8".into())
+        .map_err(|_| format!("{NAME}: the path is not UTF-8"))
 }
 
 unsafe fn sandbox<'a>(ptr: *mut c_void) -> Result<&'a Sandbox> {
     ptr.cast::<Sandbox>()
         .as_ref()
-        .ok_or_else(|| "__NAME__: no sandbox handle was given".into())
+        .ok_or_else(|| format!("{NAME}: no sandbox handle was given"))
 }
 
 /// The vtable's `ready`: the marker sweep needs Linux's /proc.
@@ -981,7 +984,7 @@ unsafe extern "C" fn ready(_user_data: *mut c_void, out: *const Out) -> i32 {
             .map(|_| Vec::new())
             .map_err(|e| {
                 format!(
-                    "__NAME__ needs Linux's /proc to find a command's detached children (reading \
+                    "{NAME} needs Linux's /proc to find a command's detached children (reading \
                  /proc/self/environ: {e})"
                 )
             })
@@ -998,7 +1001,7 @@ unsafe extern "C" fn create(
 ) -> i32 {
     reply(out, || {
         if handle.is_null() {
-            return Err("__NAME__: no place for the sandbox handle was given".into());
+            return Err(format!("{NAME}: no place for the sandbox handle was given"));
         }
         let sb = Sandbox::create(json_in(config, len, "sandbox configuration")?, None)?;
         *handle = Box::into_raw(Box::new(sb)).cast();
@@ -1034,7 +1037,7 @@ unsafe extern "C" fn put(
         let data = if len == 0 {
             &[][..]
         } else if data.is_null() {
-            return Err("__NAME__: put was given no data but a length".into());
+            return Err(format!("{NAME}: put was given no data but a length"));
         } else {
             std::slice::from_raw_parts(data, len)
         };
@@ -1090,7 +1093,9 @@ unsafe extern "C" fn fork(
 ) -> i32 {
     reply(out, || {
         if child.is_null() {
-            return Err("__NAME__: no place for the forked sandbox's handle was given".into());
+            return Err(format!(
+                "{NAME}: no place for the forked sandbox's handle was given"
+            ));
         }
         let c = sandbox(handle)?.fork()?;
         *child = Box::into_raw(Box::new(c)).cast();
