@@ -10,7 +10,7 @@ use nenyax::Error;
 /// What to make.
 #[derive(clap::Args)]
 pub struct NewPluginArgs {
-    /// The kind: driver, judge, learner, telemetry or hub (`nenyax plugins --kinds`)
+    /// The kind: driver, sandbox, judge, learner, telemetry or hub (`nenyax plugins --kinds`)
     kind: String,
     /// Its name: lowercase letters, digits and `_` (a driver's URI scheme, a judge's `use` name)
     name: String,
