@@ -307,6 +307,21 @@ fn a_hub_with_malformed_listings_fails_plugin_check_and_search_cleanly() {
 }
 
 #[test]
+fn a_hub_fetching_to_a_scheme_no_driver_serves_fails_plugin_check() {
+    let dir = tempfile::tempdir().unwrap();
+    hub_lib(dir.path(), &["-DEXAMPLE_UNKNOWN_SCHEME"]);
+    config(dir.path());
+    let o = nenyax(dir.path(), &["plugin-check", "hub", "toy_hub"]);
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("✘ fetch_gives_uris"), "{out}");
+    assert!(
+        out.contains("scheme `nosuchdriver` no driver here serves"),
+        "{out}"
+    );
+}
+
+#[test]
 fn libraries_built_for_another_vtable_version_are_refused_naming_both_versions() {
     let dir = tempfile::tempdir().unwrap();
     sink_lib(dir.path(), &["-DEXAMPLE_TELEMETRY_VTABLE_VERSION=2"]);
