@@ -26,7 +26,7 @@ uris=("gosums:sums" "gosums_inproc:sums")
 if [ -x "$PY" ]; then uris+=("reasoning_gym:basic_arithmetic"); fi
 NENYAX=target/release/nenyax
 
-echo "nproc: $(nproc); load average: $(cut -d' ' -f1-3 /proc/loadavg); $(go version); $("$PY" --version 2>&1)"
+echo "nproc: $(nproc); load average: $(cut -d' ' -f1-3 /proc/loadavg); $(go version); python: $("$PY" --version 2>/dev/null || echo none)"
 for threads in 1 2; do
     for base in "${uris[@]}"; do
         uri="$base?size=2000&workers=$threads"
