@@ -28,6 +28,18 @@ const (
 	PluginKindTelemetry = C.NENYAX_PLUGIN_KIND_TELEMETRY
 	// PluginKindHub is NENYAX_PLUGIN_KIND_HUB, the kind code of hub plugins.
 	PluginKindHub = C.NENYAX_PLUGIN_KIND_HUB
+	// DriverVtableVersion is NENYAX_DRIVER_VTABLE_VERSION, the version of an in-process driver's vtable.
+	DriverVtableVersion = C.NENYAX_DRIVER_VTABLE_VERSION
+	// SandboxVtableVersion is NENYAX_SANDBOX_VTABLE_VERSION, the version of a sandbox backend's vtable.
+	SandboxVtableVersion = C.NENYAX_SANDBOX_VTABLE_VERSION
+	// IsolationProcess is NENYAX_ISOLATION_PROCESS, a sandbox plugin's level: a limited process group.
+	IsolationProcess = C.NENYAX_ISOLATION_PROCESS
+	// IsolationJail is NENYAX_ISOLATION_JAIL, a sandbox plugin's level: namespaces and a private file system view.
+	IsolationJail = C.NENYAX_ISOLATION_JAIL
+	// IsolationContainer is NENYAX_ISOLATION_CONTAINER, a sandbox plugin's level: containers of images.
+	IsolationContainer = C.NENYAX_ISOLATION_CONTAINER
+	// IsolationMicrovm is NENYAX_ISOLATION_MICROVM, a sandbox plugin's level: guest kernels.
+	IsolationMicrovm = C.NENYAX_ISOLATION_MICROVM
 )
 
 // LoadPlugin loads a plugin library (a shared library exporting nenyax_plugin_entry) and

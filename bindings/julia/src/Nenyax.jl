@@ -44,6 +44,13 @@ const JUDGE_VTABLE_VERSION = UInt32(1)
 const LEARNER_PLUGIN_VTABLE_VERSION = UInt32(1)
 const TELEMETRY_VTABLE_VERSION = UInt32(1)
 const HUB_VTABLE_VERSION = UInt32(1)
+const DRIVER_VTABLE_VERSION = UInt32(1)
+const SANDBOX_VTABLE_VERSION = UInt32(1)
+# A sandbox plugin's isolation level (nenyax_sandbox_vtable_t.level).
+const ISOLATION_PROCESS = UInt32(1)
+const ISOLATION_JAIL = UInt32(2)
+const ISOLATION_CONTAINER = UInt32(3)
+const ISOLATION_MICROVM = UInt32(4)
 const PLUGIN_THREAD_SAFE = UInt32(1)
 # nenyax_pg_batch_t (pg_loss_batch; in headers from the batch struct on).
 const PG_BATCH_VERSION = UInt32(1)

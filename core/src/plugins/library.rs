@@ -301,10 +301,18 @@ unsafe fn validate(d: *const nenyax_plugin_t, source: &str, label: Option<&str>)
     };
     let sandbox = match kind {
         Kind::Sandbox => {
-            let builtin = crate::sandbox::BackendKind::ALL
-                .iter()
-                .any(|b| b.name() == info.name)
-                || ["docker", "podman", "microvm", "auto"].contains(&info.name.as_str());
+            // The names BackendKind::parse takes for built-in backends (listed here: the
+            // sandbox module depends on this registry, not the other way round).
+            let builtin = [
+                "process",
+                "jail",
+                "container",
+                "docker",
+                "podman",
+                "microvm",
+                "auto",
+            ]
+            .contains(&info.name.as_str());
             if builtin {
                 return Err(Error::Config(format!(
                     "{whose} is named like a built-in sandbox backend; give it another name"

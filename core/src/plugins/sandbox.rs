@@ -64,6 +64,8 @@ pub struct LibrarySandbox {
     /// The name for `BackendKind::name`, which hands out `&'static str`: plugins are never
     /// unloaded, so leaking one small string per plugin is the whole cost.
     name: &'static str,
+    /// Its library's path (or "registered through the C ABI"), leaked for the same reason.
+    source: &'static str,
     level: Isolation,
     ready: Option<ReadyFn>,
     create: CreateFn,
@@ -184,6 +186,7 @@ impl LibrarySandbox {
         let need = |what: &str| Error::Config(format!("{whose}: the vtable's `{what}` is NULL"));
         Ok(LibrarySandbox {
             name: Box::leak(info.name.clone().into_boxed_str()),
+            source: Box::leak(info.source.clone().into_boxed_str()),
             level,
             ready: vt.ready,
             create: vt.create.ok_or_else(|| need("create"))?,
@@ -209,6 +212,11 @@ impl LibrarySandbox {
     /// Its name, for as long as the process lives.
     pub fn name(&self) -> &'static str {
         self.name
+    }
+
+    /// Where it came from, for as long as the process lives.
+    pub fn source(&self) -> &'static str {
+        self.source
     }
 
     /// The isolation it declares.

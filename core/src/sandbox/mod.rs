@@ -43,11 +43,41 @@ pub use container::{default_image, sweep as sweep_containers, Swept, DEFAULT_IMA
 pub use options::{ExecOptions, SandboxOptions};
 pub use pool::WarmPool;
 pub use spec::{
-    BackendKind, Entry, Exec, ExecResult, Killed, Level, Limits, SandboxConfig, PRIVATE_DIRS,
+    BackendKind, Entry, Exec, ExecResult, Killed, Level, Limits, PluginRef, SandboxConfig,
+    PRIVATE_DIRS,
 };
 
-// Whether a backend can run here is asked of the backends, so it lives here, not in spec.rs.
+// Parsing a name asks the plugin registry, and whether a backend can run here is asked of the
+// backends, so both live here, not in spec.rs (which the registry's types depend on).
 impl BackendKind {
+    /// Parse a backend name: a built-in one, or a sandbox plugin registered or listed in the
+    /// plugins config (loaded now).
+    pub fn parse(s: &str) -> Result<BackendKind> {
+        if let Some(b) = BackendKind::built_in(s) {
+            return Ok(b);
+        }
+        let plugins = crate::plugins::library::plugin_names(crate::plugins::kinds::Kind::Sandbox);
+        if plugins.iter().any(|p| p == s) {
+            let (i, p) = crate::plugins::library::find_sandbox(s)?;
+            return Ok(BackendKind::Plugin(PluginRef::new(
+                i,
+                p.name(),
+                p.level(),
+                p.source(),
+            )));
+        }
+        Err(Error::Sandbox(format!(
+            "unknown sandbox backend `{s}`: use `process`, `jail` or `container`{} (the microvm \
+             backend is not implemented; a backend of your own is a sandbox plugin: \
+             docs/plugins-abi.md)",
+            if plugins.is_empty() {
+                String::new()
+            } else {
+                format!(", or a sandbox plugin: {}", plugins.join(", "))
+            }
+        )))
+    }
+
     /// `Ok(())` when the backend can run here, else why not.
     pub fn ready(self) -> std::result::Result<(), String> {
         match self {
@@ -56,6 +86,21 @@ impl BackendKind {
             BackendKind::Container => container::ready(),
             BackendKind::Plugin(p) => p.plugin().ready(),
         }
+    }
+}
+
+impl PluginRef {
+    /// The plugin's backend implementation.
+    pub fn plugin(self) -> std::sync::Arc<crate::plugins::sandbox::LibrarySandbox> {
+        // Only the registry hands out refs, and it never removes a plugin.
+        crate::plugins::library::sandbox_at(self.index).expect("sandbox plugins are never removed")
+    }
+}
+
+impl<'de> Deserialize<'de> for BackendKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        BackendKind::parse(&name).map_err(serde::de::Error::custom)
     }
 }
 

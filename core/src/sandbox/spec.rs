@@ -7,7 +7,6 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::contract::Isolation;
-use crate::error::{Error, Result};
 
 /// The isolation level of a backend (the contract's [`Isolation`]).
 pub type Level = Isolation;
@@ -30,15 +29,25 @@ pub enum BackendKind {
 }
 
 /// A sandbox plugin's fixed place in the plugin registry (plugins are never unloaded, so it
-/// stays valid and keeps `BackendKind` a small `Copy` value).
+/// stays valid), with what listings need of it, so that `BackendKind` stays a small `Copy` value
+/// and this module does not reach into the registry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct PluginRef(pub(crate) u32);
+pub struct PluginRef {
+    pub(crate) index: u32,
+    name: &'static str,
+    level: Level,
+    source: &'static str,
+}
 
 impl PluginRef {
-    /// The plugin's backend implementation.
-    pub fn plugin(self) -> std::sync::Arc<crate::plugins::sandbox::LibrarySandbox> {
-        // Only the registry hands out refs, and it never removes a plugin.
-        crate::plugins::library::sandbox_at(self.0).expect("sandbox plugins are never removed")
+    /// The plugin at `index` of the registry, named `name`, of `level`, loaded from `source`.
+    pub(crate) fn new(index: u32, name: &'static str, level: Level, source: &'static str) -> Self {
+        PluginRef {
+            index,
+            name,
+            level,
+            source,
+        }
     }
 }
 
@@ -56,7 +65,7 @@ impl BackendKind {
             BackendKind::Process => "process",
             BackendKind::Jail => "jail",
             BackendKind::Container => "container",
-            BackendKind::Plugin(p) => p.plugin().name(),
+            BackendKind::Plugin(p) => p.name,
         }
     }
 
@@ -66,35 +75,18 @@ impl BackendKind {
             BackendKind::Process => Level::Process,
             BackendKind::Jail => Level::Jail,
             BackendKind::Container => Level::Container,
-            BackendKind::Plugin(p) => p.plugin().level(),
+            BackendKind::Plugin(p) => p.level,
         }
     }
 
-    /// Parse a backend name: a built-in one, or a sandbox plugin registered or listed in the
-    /// plugins config (loaded now).
-    pub fn parse(s: &str) -> Result<BackendKind> {
+    /// A built-in backend by name (`docker` and `podman` name the container backend); plugins
+    /// are parsed by `BackendKind::parse` (sandbox/mod.rs), which asks the plugin registry.
+    pub fn built_in(s: &str) -> Option<BackendKind> {
         match s {
-            "process" => Ok(BackendKind::Process),
-            "jail" => Ok(BackendKind::Jail),
-            "container" | "docker" | "podman" => Ok(BackendKind::Container),
-            other => {
-                let plugins =
-                    crate::plugins::library::plugin_names(crate::plugins::kinds::Kind::Sandbox);
-                if plugins.iter().any(|p| p == other) {
-                    let (i, _) = crate::plugins::library::find_sandbox(other)?;
-                    return Ok(BackendKind::Plugin(PluginRef(i)));
-                }
-                Err(Error::Sandbox(format!(
-                    "unknown sandbox backend `{other}`: use `process`, `jail` or `container`{} \
-                     (the microvm backend is not implemented; a backend of your own is a sandbox \
-                     plugin: docs/plugins-abi.md)",
-                    if plugins.is_empty() {
-                        String::new()
-                    } else {
-                        format!(", or a sandbox plugin: {}", plugins.join(", "))
-                    }
-                )))
-            }
+            "process" => Some(BackendKind::Process),
+            "jail" => Some(BackendKind::Jail),
+            "container" | "docker" | "podman" => Some(BackendKind::Container),
+            _ => None,
         }
     }
 
@@ -109,10 +101,7 @@ impl BackendKind {
                 "Podman (or a Docker daemon) and a local base image: `nenyax setup container` \
                  installs and configures Podman, `nenyax images bootstrap` makes the image".into()
             }
-            BackendKind::Plugin(p) => {
-                let p = p.plugin();
-                format!("what sandbox plugin `{}` {} ({}) needs", p.info().name, p.info().version, p.info().source)
-            }
+            BackendKind::Plugin(p) => format!("what sandbox plugin `{}` ({}) needs", p.name, p.source),
         }
     }
 }
@@ -120,13 +109,6 @@ impl BackendKind {
 impl Serialize for BackendKind {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         s.serialize_str(self.name())
-    }
-}
-
-impl<'de> Deserialize<'de> for BackendKind {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        let name = String::deserialize(d)?;
-        BackendKind::parse(&name).map_err(serde::de::Error::custom)
     }
 }
 
