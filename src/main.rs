@@ -100,7 +100,7 @@ enum Command {
     },
     /// Check which isolation promises a sandbox backend keeps (exit 1 if any does not hold)
     SandboxCheck {
-        /// Backend: process, jail or container
+        /// Backend: process, jail, container, or the name of a sandbox plugin (plugins config)
         backend: String,
         /// Print JSON instead of a table
         #[arg(long)]

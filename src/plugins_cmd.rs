@@ -112,7 +112,7 @@ pub fn run(args: &PluginsArgs) -> Result<(), Error> {
 /// `nenyax plugin-check KIND NAME`: hold one plugin to its kind's conformance checks.
 #[derive(clap::Args)]
 pub struct PluginCheckArgs {
-    /// The plugin's kind: judge, learner, provider, telemetry or hub (drivers: `nenyax check URI`; sandboxes: `nenyax sandbox-check`)
+    /// The plugin's kind: sandbox, judge, learner, provider, telemetry or hub (drivers: `nenyax check URI`)
     kind: String,
     /// Its name: a built-in judge type or a plugin's name from the plugins config
     name: String,

@@ -81,9 +81,13 @@ fn kinds_show_each_interface_and_its_version_honestly() {
     let by = |k: &str| rows.iter().find(|r| r["kind"] == k).unwrap().clone();
     assert_eq!(by("driver")["version"], 1);
     assert_eq!(by("judge")["version"], 1);
+    assert_eq!(by("sandbox")["version"], 1);
     assert!(
-        by("sandbox")["version"].is_null(),
-        "no sandbox plugin interface yet"
+        by("provider")["interface"]
+            .as_str()
+            .unwrap()
+            .contains("OpenAI-compatible"),
+        "providers are data, not a vtable"
     );
     let o = plugins(&["--kinds", "--kind", "judges"], none);
     assert!(!o.status.success());

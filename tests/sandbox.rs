@@ -56,8 +56,8 @@ fn exec_returns_code_output_and_stdin() {
             .exec(&Exec::shell("echo $FOO; pwd").env("FOO", "bar").cwd("/tmp"))
             .unwrap();
         let want_cwd = match kind {
-            BackendKind::Jail | BackendKind::Container => "/tmp".to_string(),
             BackendKind::Process => sb.host_path("/tmp").unwrap().display().to_string(),
+            _ => "/tmp".to_string(),
         };
         assert_eq!(r.stdout, format!("bar\n{want_cwd}\n"), "{kind:?}");
         sb.destroy().unwrap();

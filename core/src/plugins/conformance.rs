@@ -261,10 +261,34 @@ pub fn check(kind: Kind, name: &str) -> Result<Report> {
         Kind::Driver => Err(Error::Config(format!(
             "drivers are checked on an environment: `nenyax check {name}:TARGET --require audited`"
         ))),
-        Kind::Sandbox => Err(Error::Config(format!(
-            "sandbox backends have their own check: `nenyax sandbox-check {name}`"
-        ))),
+        Kind::Sandbox => check_sandbox(name),
     }
+}
+
+/// Check a sandbox backend (a plugin or a built-in one) by name: `nenyax sandbox-check NAME`'s
+/// promises as checks, after its `ready` (one failing check when it cannot run here).
+pub fn check_sandbox(name: &str) -> Result<Report> {
+    let kind = crate::sandbox::BackendKind::parse(name)?;
+    let checks = match kind.ready() {
+        Err(why) => vec![Check {
+            name: "ready",
+            passed: false,
+            detail: why,
+        }],
+        Ok(()) => crate::sandbox::check::run_promises(kind)
+            .into_iter()
+            .map(|(name, passed, detail)| Check {
+                name,
+                passed,
+                detail,
+            })
+            .collect(),
+    };
+    Ok(Report {
+        kind: Kind::Sandbox,
+        name: name.to_string(),
+        checks,
+    })
 }
 
 /// Check a model provider (built in or from the plugins config): it resolves by name, its base

@@ -23,6 +23,7 @@ use crate::plugins::hub::LibraryHub;
 use crate::plugins::judge::LibraryJudge;
 use crate::plugins::kinds::{Kind, PLUGIN_ABI_VERSION};
 use crate::plugins::learner::LearnerPlugin;
+use crate::plugins::sandbox::LibrarySandbox;
 use crate::plugins::telemetry::LibraryTelemetry;
 
 /// Where a plugin came from, as `nenyax plugins` shows it.
@@ -35,6 +36,7 @@ struct Loaded {
     hub: Option<Arc<LibraryHub>>,
     judge: Option<Arc<LibraryJudge>>,
     learner: Option<Arc<LearnerPlugin>>,
+    sandbox: Option<Arc<LibrarySandbox>>,
 }
 
 #[derive(Default)]
@@ -295,12 +297,28 @@ unsafe fn validate(d: *const nenyax_plugin_t, source: &str, label: Option<&str>)
         Kind::Hub => Some(Arc::new(LibraryHub::new(d, info.clone())?)),
         _ => None,
     };
+    let sandbox = match kind {
+        Kind::Sandbox => {
+            let builtin = crate::sandbox::BackendKind::ALL
+                .iter()
+                .any(|b| b.name() == info.name)
+                || ["docker", "podman", "microvm", "auto"].contains(&info.name.as_str());
+            if builtin {
+                return Err(Error::Config(format!(
+                    "{whose} is named like a built-in sandbox backend; give it another name"
+                )));
+            }
+            Some(Arc::new(LibrarySandbox::new(d, info.clone())?))
+        }
+        _ => None,
+    };
     Ok(Loaded {
         info,
         judge,
         learner,
         telemetry,
         hub,
+        sandbox,
     })
 }
 
@@ -467,6 +485,42 @@ pub fn find_sink(name: &str) -> Result<Arc<LibraryTelemetry>> {
 /// loaded now); the error says where plugins were looked for.
 pub fn find_hub(name: &str) -> Result<Arc<LibraryHub>> {
     find_plugin(Kind::Hub, name, "nenyax search <name>", |p| p.hub.clone())
+}
+
+/// A sandbox backend plugin by name (registered, loaded, or the plugins config's `kind =
+/// "sandbox"` entry, loaded now), with its fixed index in the registry (what
+/// `BackendKind::Plugin` holds).
+pub fn find_sandbox(name: &str) -> Result<(u32, Arc<LibrarySandbox>)> {
+    find_plugin(Kind::Sandbox, name, "nenyax sandbox-check <name>", |p| {
+        p.sandbox.clone()
+    })?;
+    sandbox_plugins()
+        .into_iter()
+        .find(|(_, s)| s.info().name == name)
+        .ok_or_else(|| {
+            Error::Config(format!(
+                "sandbox plugin `{name}` vanished from the registry"
+            ))
+        })
+}
+
+/// The sandbox plugin at `index` in the registry (plugins are never removed, so an index stays
+/// valid for the process's life).
+pub fn sandbox_at(index: u32) -> Option<Arc<LibrarySandbox>> {
+    lock()
+        .plugins
+        .get(index as usize)
+        .and_then(|p| p.sandbox.clone())
+}
+
+/// Every sandbox plugin registered or loaded so far, with its index.
+pub fn sandbox_plugins() -> Vec<(u32, Arc<LibrarySandbox>)> {
+    lock()
+        .plugins
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| p.sandbox.clone().map(|s| (i as u32, s)))
+        .collect()
 }
 
 /// The plugins of `kind` loaded or registered so far, and those the config lists.

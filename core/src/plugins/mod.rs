@@ -14,6 +14,7 @@ pub mod kinds;
 pub mod learner;
 pub mod library;
 pub mod registry;
+pub mod sandbox;
 pub mod telemetry;
 
 pub use abi::PluginInfo;

@@ -686,10 +686,12 @@ fn fork_isolation(kind: BackendKind) -> Result<(bool, String)> {
     let mut held = true;
     for ro in [false, true] {
         let parent = with(kind, |c| c.read_only_root = ro)?;
-        parent.sh("echo before > /app/before; echo t > /tmp/t")?;
+        // Relative to the workdir (/app): a process-level backend's commands see host paths.
+        parent.sh("echo before > before")?;
+        parent.put("/tmp/t", b"t\n", 0o644)?;
         let child = parent.fork()?;
-        child.sh("echo child > /app/child")?;
-        parent.sh("echo parent > /app/parent")?;
+        child.sh("echo child > child")?;
+        parent.sh("echo parent > parent")?;
         let has = |sb: &Sandbox, f: &str| sb.get(f).is_ok();
         let ok = has(&child, "/app/before")
             && has(&child, "/tmp/t")
@@ -713,8 +715,99 @@ fn fork_isolation(kind: BackendKind) -> Result<(bool, String)> {
     Ok((held, seen.join("; ")))
 }
 
+/// The file contract every backend keeps: put (with parents and a mode), get, list, remove, a
+/// missing file an error, removing a missing path no error, and `..` refused.
+fn file_contract(kind: BackendKind) -> Result<(bool, String)> {
+    let sb = with(kind, |_| {})?;
+    let mut bad = Vec::new();
+    sb.put("/app/d/e/x.txt", b"hello\n", 0o640)?;
+    if sb.get("/app/d/e/x.txt")? != b"hello\n" {
+        bad.push("get did not return what put wrote");
+    }
+    // Commands use workdir-relative paths: a process-level backend's commands see host paths.
+    let mode = sb.sh("stat -c %a d/e/x.txt 2>&1 || stat -f %Lp d/e/x.txt")?;
+    if mode.stdout.trim() != "640" {
+        bad.push("the mode put gave is not the file's");
+    }
+    sb.put("/app/d/y", b"", 0o600)?;
+    let names: Vec<(String, bool)> = sb
+        .list("/app/d")?
+        .into_iter()
+        .map(|e| (e.name, e.dir))
+        .collect();
+    if names != [("e".to_string(), true), ("y".to_string(), false)] {
+        bad.push("list of /app/d is not [e/, y]");
+    }
+    let seen = sb.sh("cat d/e/x.txt")?;
+    if seen.stdout != "hello\n" {
+        bad.push("a command does not see a file put in");
+    }
+    sb.sh("printf abc > made")?;
+    if sb.get("made").ok().as_deref() != Some(&b"abc"[..]) {
+        bad.push("get does not see a file a command made");
+    }
+    sb.remove("/app/d")?;
+    if sb.get("/app/d/e/x.txt").is_ok() {
+        bad.push("a removed tree is still there");
+    }
+    if sb.remove("/app/never-was").is_err() {
+        bad.push("removing a missing path is an error");
+    }
+    if sb.get("/app/../etc/passwd").is_ok() {
+        bad.push("`..` got out");
+    }
+    Ok((
+        bad.is_empty(),
+        if bad.is_empty() {
+            "put (parents, mode), get, list, remove, commands and files agree".into()
+        } else {
+            bad.join("; ")
+        },
+    ))
+}
+
+/// The promises a sandbox plugin is held to: those of the level it declares (a container or a
+/// microVM at least a jail's), the file contract, and fork isolation when it forks.
+fn plugin_promises(
+    kind: BackendKind,
+    p: &crate::plugins::sandbox::LibrarySandbox,
+) -> Vec<(&'static str, Probe)> {
+    let mut out: Vec<(&'static str, Probe)> = vec![
+        ("wall_timeout", wall_timeout),
+        ("cpu_limit", cpu_limit),
+        ("memory_limit", memory_limit),
+        ("open_files_limit", open_files_limit),
+        ("file_size_limit", file_size_limit),
+        ("output_cap", output_cap),
+        ("detached_child_killed", detached_child),
+        ("scrubbed_environment", scrubbed_env),
+        ("file_contract", file_contract),
+    ];
+    if nix::unistd::geteuid().is_root() {
+        out.push(("process_limit", process_limit));
+    }
+    if kind.level().satisfies(super::Level::Jail) {
+        out.extend([
+            ("host_root_read_only", host_root_read_only as Probe),
+            ("root_cannot_remount", root_cannot_remount),
+            ("private_dev", private_dev),
+            ("private_dirs", private_dirs),
+            ("no_network", no_network),
+            ("own_pid_namespace", own_pids),
+            ("own_hostname", own_hostname_and_ipc),
+        ]);
+    }
+    if p.forks() {
+        out.push(("fork_isolation", fork_isolation));
+    }
+    out
+}
+
 /// The promises a backend makes, in order.
 pub fn promises(kind: BackendKind) -> Vec<(&'static str, Probe)> {
+    if let BackendKind::Plugin(p) = kind {
+        return plugin_promises(kind, &p.plugin());
+    }
     if kind == BackendKind::Container {
         return vec![
             ("wall_timeout", wall_timeout),
@@ -764,20 +857,28 @@ pub fn promises(kind: BackendKind) -> Vec<(&'static str, Probe)> {
     p
 }
 
-/// Run every promise of `kind` and report which held.
-pub fn sandbox_check(kind: BackendKind) -> SandboxReport {
-    let promises = promises(kind)
+/// Run every promise of `kind`: (name, held, what was observed), in order.
+pub fn run_promises(kind: BackendKind) -> Vec<(&'static str, bool, String)> {
+    promises(kind)
         .into_iter()
         .map(|(name, probe)| {
             let (held, detail) = match crate::env::guard(|| probe(kind)) {
                 Ok(v) => v,
                 Err(e) => (false, format!("{}: {e}", e.kind())),
             };
-            Promise {
-                name: name.into(),
-                held,
-                detail,
-            }
+            (name, held, detail)
+        })
+        .collect()
+}
+
+/// Run every promise of `kind` and report which held.
+pub fn sandbox_check(kind: BackendKind) -> SandboxReport {
+    let promises = run_promises(kind)
+        .into_iter()
+        .map(|(name, held, detail)| Promise {
+            name: name.into(),
+            held,
+            detail,
         })
         .collect();
     SandboxReport {

@@ -54,6 +54,7 @@ impl BackendKind {
             BackendKind::Process => Ok(()),
             BackendKind::Jail => process::jail_ready(),
             BackendKind::Container => container::ready(),
+            BackendKind::Plugin(p) => p.plugin().ready(),
         }
     }
 }
@@ -75,19 +76,17 @@ pub struct BackendInfo {
 
 /// Every backend, known or planned, with whether it is ready here.
 pub fn backends() -> Vec<BackendInfo> {
-    let mut out: Vec<BackendInfo> = BackendKind::ALL
-        .iter()
-        .map(|b| {
-            let r = b.ready();
-            BackendInfo {
-                name: b.name().into(),
-                level: b.level(),
-                ready: r.is_ok(),
-                why_not: r.err(),
-                needs: b.needs().into(),
-            }
-        })
-        .collect();
+    let info = |b: BackendKind| {
+        let r = b.ready();
+        BackendInfo {
+            name: b.name().into(),
+            level: b.level(),
+            ready: r.is_ok(),
+            why_not: r.err(),
+            needs: b.needs(),
+        }
+    };
+    let mut out: Vec<BackendInfo> = BackendKind::ALL.iter().map(|b| info(*b)).collect();
     out.push(BackendInfo {
         name: "microvm".into(),
         level: Level::Microvm,
@@ -95,7 +94,27 @@ pub fn backends() -> Vec<BackendInfo> {
         why_not: Some("not implemented".into()),
         needs: "a microVM monitor (not implemented in nenyax yet)".into(),
     });
+    out.extend(plugin_backends().into_iter().map(|p| match p {
+        Ok(b) => info(b),
+        Err((name, e)) => BackendInfo {
+            name,
+            level: Level::None,
+            ready: false,
+            why_not: Some(e),
+            needs: "a sandbox plugin that loads".into(),
+        },
+    }));
     out
+}
+
+/// The sandbox plugins registered or listed in the plugins config (each loaded now), or the
+/// name of one that does not load and why.
+pub fn plugin_backends() -> Vec<std::result::Result<BackendKind, (String, String)>> {
+    use crate::plugins::kinds::Kind;
+    crate::plugins::library::plugin_names(Kind::Sandbox)
+        .into_iter()
+        .map(|n| BackendKind::parse(&n).map_err(|e| (n, e.to_string())))
+        .collect()
 }
 
 /// The outcome of [`select`]: the chosen backend and why lighter or unready ones were skipped.
@@ -110,7 +129,11 @@ pub struct Selection {
 /// Pick the lightest ready backend whose level is at least `level`.
 pub fn select(level: Level) -> Result<Selection> {
     let mut skipped = Vec::new();
-    for info in backends() {
+    // Plugins are picked by name only, never in place of a built-in.
+    for info in backends()
+        .into_iter()
+        .filter(|b| BackendKind::ALL.iter().any(|k| k.name() == b.name) || b.name == "microvm")
+    {
         if !info.level.satisfies(level) {
             skipped.push((
                 info.name,
@@ -171,6 +194,8 @@ enum Inner {
         ran: std::sync::atomic::AtomicBool,
     },
     Container(container::Container),
+    /// A sandbox plugin's (plugins/sandbox.rs).
+    Plugin(crate::plugins::sandbox::PluginSandbox),
 }
 
 fn next_id() -> String {
@@ -206,6 +231,20 @@ impl Sandbox {
             )));
         }
         check_extra_dirs(&config)?;
+        if let BackendKind::Plugin(p) = config.backend {
+            let id = next_id();
+            let dirs: Vec<&str> = PRIVATE_DIRS
+                .iter()
+                .copied()
+                .chain(config.extra_dirs.iter().map(String::as_str))
+                .collect();
+            let sb = p.plugin().create(&config, &id, dirs)?;
+            return Ok(Sandbox {
+                config,
+                id,
+                inner: Inner::Plugin(sb),
+            });
+        }
         if config.backend == BackendKind::Container {
             let id = next_id();
             let c = container::Container::create(&config, &id, None)?;
@@ -280,7 +319,7 @@ impl Sandbox {
     pub fn host_dir(&self) -> Option<&Path> {
         match &self.inner {
             Inner::Host { dir, .. } => Some(dir.path()),
-            Inner::Container(_) => None,
+            Inner::Container(_) | Inner::Plugin(_) => None,
         }
     }
 
@@ -288,7 +327,7 @@ impl Sandbox {
     pub fn container_name(&self) -> Option<&str> {
         match &self.inner {
             Inner::Container(c) => Some(c.name()),
-            Inner::Host { .. } => None,
+            Inner::Host { .. } | Inner::Plugin(_) => None,
         }
     }
 
@@ -305,7 +344,22 @@ impl Sandbox {
                     c.name()
                 )))
             }
+            Inner::Plugin(p) => {
+                return Err(Error::Sandbox(format!(
+                    "sandbox path `{path}` has no host path: the files of a `{}` sandbox are the \
+                     plugin's; use get, put and list",
+                    p.plugin().name()
+                )))
+            }
         };
+        let mut out = dir.to_path_buf();
+        out.extend(self.sandbox_parts(path)?);
+        Ok(out)
+    }
+
+    /// A sandbox path's components below `/`, checked to lie in a private directory: absolute
+    /// paths as given, relative ones from the workdir, `..` refused.
+    fn sandbox_parts(&self, path: &str) -> Result<Vec<String>> {
         let full = if path.starts_with('/') {
             path.to_string()
         } else {
@@ -325,11 +379,7 @@ impl Sandbox {
             }
         }
         match parts.first() {
-            Some(first) if self.private_dirs().any(|d| d == first) => {
-                let mut out = dir.to_path_buf();
-                out.extend(parts);
-                Ok(out)
-            }
+            Some(first) if self.private_dirs().any(|d| d == first) => Ok(parts),
             _ => Err(Error::Sandbox(format!(
                 "sandbox path `{path}` is outside the sandbox's private directories: use /app, \
                  /tests, /logs, /tmp or /solution"
@@ -342,6 +392,14 @@ impl Sandbox {
         let (dir, ran) = match &self.inner {
             Inner::Host { dir, ran } => (dir.path(), ran),
             Inner::Container(c) => return c.exec(&self.config, &self.id, exec),
+            Inner::Plugin(p) => {
+                let cwd = match &exec.cwd {
+                    Some(c) if c.starts_with('/') => c.clone(),
+                    Some(c) => format!("{}/{c}", self.config.workdir.trim_end_matches('/')),
+                    None => self.config.workdir.clone(),
+                };
+                return p.exec(exec, &cwd, &self.config);
+            }
         };
         ran.store(true, Ordering::Relaxed);
         let host_path = |p: &str| self.host_path(p);
@@ -366,6 +424,9 @@ impl Sandbox {
         if let Inner::Container(c) = &self.inner {
             return c.put(&self.container_path(path)?, data, mode);
         }
+        if let Inner::Plugin(p) = &self.inner {
+            return p.put(&self.plugin_path(path)?, data, mode);
+        }
         let host = self.host_path(path)?;
         if let Some(parent) = host.parent() {
             self.mkdirs(parent)?;
@@ -381,6 +442,9 @@ impl Sandbox {
         if let Inner::Container(c) = &self.inner {
             return c.put_dir(host, &self.container_path(path)?);
         }
+        if let Inner::Plugin(p) = &self.inner {
+            return put_tree(p, host, &self.plugin_path(path)?);
+        }
         let dst = self.host_path(path)?;
         self.mkdirs(&dst)?;
         copy_tree(host, &dst, &|p| self.chown(p))
@@ -391,6 +455,9 @@ impl Sandbox {
         if let Inner::Container(c) = &self.inner {
             return c.get(&self.container_path(path)?);
         }
+        if let Inner::Plugin(p) = &self.inner {
+            return p.get(&self.plugin_path(path)?);
+        }
         let host = self.host_path(path)?;
         crate::limits::read_file(&host, &crate::limits::SANDBOX_FILE)
             .map_err(|e| e.into_error(format!("sandbox: could not read sandbox file {path}")))
@@ -400,6 +467,9 @@ impl Sandbox {
     pub fn list(&self, path: &str) -> Result<Vec<Entry>> {
         if let Inner::Container(c) = &self.inner {
             return c.list(&self.container_path(path)?);
+        }
+        if let Inner::Plugin(p) = &self.inner {
+            return p.list(&self.plugin_path(path)?);
         }
         let host = self.host_path(path)?;
         let mut out = Vec::new();
@@ -420,6 +490,9 @@ impl Sandbox {
     pub fn remove(&self, path: &str) -> Result<()> {
         if let Inner::Container(c) = &self.inner {
             return c.remove(&self.container_path(path)?);
+        }
+        if let Inner::Plugin(p) = &self.inner {
+            return p.remove(&self.plugin_path(path)?);
         }
         let host = self.host_path(path)?;
         match fs::symlink_metadata(&host) {
@@ -442,6 +515,15 @@ impl Sandbox {
                 inner: Inner::Container(child),
             });
         }
+        if let Inner::Plugin(p) = &self.inner {
+            let id = next_id();
+            let child = p.fork(&id)?;
+            return Ok(Sandbox {
+                config: self.config.clone(),
+                id,
+                inner: Inner::Plugin(child),
+            });
+        }
         let child = Sandbox::create(self.config.clone())?;
         let (from, to) = (dir_of(&self.inner), dir_of(&child.inner));
         for d in self.private_dirs() {
@@ -456,6 +538,7 @@ impl Sandbox {
     pub fn url(&self, port: u16) -> Result<String> {
         match (&self.inner, self.config.backend) {
             (Inner::Container(c), _) => c.url(&self.config, &self.id, port),
+            (Inner::Plugin(p), _) => p.url(&self.id, port),
             (_, BackendKind::Process) => Ok(format!("http://127.0.0.1:{port}")),
             _ => Err(Error::UnsupportedCapability {
                 env: format!("sandbox {}", self.id),
@@ -470,6 +553,11 @@ impl Sandbox {
         let path = match &mut self.inner {
             Inner::Container(c) => {
                 c.destroy();
+                return Ok(());
+            }
+            // The plugin's destroy runs when the handle drops, below.
+            Inner::Plugin(_) => {
+                drop(self);
                 return Ok(());
             }
             Inner::Host { dir, .. } => dir.path().to_path_buf(),
@@ -506,6 +594,11 @@ impl Sandbox {
                 .map_err(|e| io_err(&format!("chown {}", p.display()), e))?;
         }
         Ok(())
+    }
+
+    /// A sandbox path as the absolute path a plugin gets: checked as for the host backends.
+    fn plugin_path(&self, path: &str) -> Result<String> {
+        Ok(format!("/{}", self.sandbox_parts(path)?.join("/")))
     }
 
     /// A sandbox path as an absolute container path (relative ones from the workdir).
@@ -549,7 +642,7 @@ fn dir_of(inner: &Inner) -> &Path {
     match inner {
         Inner::Host { dir, .. } => dir.path(),
         // Callers reach this only for host backends; an empty path fails any file operation.
-        Inner::Container(_) => Path::new(""),
+        Inner::Container(_) | Inner::Plugin(_) => Path::new(""),
     }
 }
 
@@ -558,6 +651,42 @@ pub const SANDBOX_UID: u32 = 65534;
 
 fn io_err(what: &str, e: std::io::Error) -> Error {
     Error::io(format!("sandbox: could not {what}"), e)
+}
+
+/// Copy a host tree into a plugin's sandbox file by file (an empty directory is made by writing
+/// and removing a marker: the vtable has no mkdir).
+fn put_tree(p: &crate::plugins::sandbox::PluginSandbox, src: &Path, dst: &str) -> Result<()> {
+    let mut any = false;
+    for e in fs::read_dir(src).map_err(|e| io_err(&format!("read {}", src.display()), e))? {
+        let e = e.map_err(|e| io_err("read a directory entry", e))?;
+        let from = e.path();
+        let to = format!(
+            "{}/{}",
+            dst.trim_end_matches('/'),
+            e.file_name().to_string_lossy()
+        );
+        let md = fs::metadata(&from).map_err(|e| io_err("stat", e))?;
+        any = true;
+        if md.is_dir() {
+            put_tree(p, &from, &to)?;
+        } else if md.is_file() {
+            let data = crate::limits::read_file(&from, &crate::limits::TASK_FILE)
+                .map_err(|e| e.into_error(format!("sandbox: read {}", from.display())))?;
+            p.put(&to, &data, md.permissions().mode() & 0o7777)?;
+        } else {
+            return Err(Error::Sandbox(format!(
+                "{} is not a regular file or directory (a FIFO, socket or device); remove it \
+                 from the directory being copied into the sandbox",
+                from.display()
+            )));
+        }
+    }
+    if !any {
+        let keep = format!("{}/.nenyax-keep", dst.trim_end_matches('/'));
+        p.put(&keep, b"", 0o644)?;
+        p.remove(&keep)?;
+    }
+    Ok(())
 }
 
 fn copy_tree(src: &Path, dst: &Path, fix: &dyn Fn(&Path) -> Result<()>) -> Result<()> {

@@ -30,7 +30,8 @@ fn timeout_s<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Dura
     seconds(d, "timeout_s")
 }
 
-/// Sandbox options: {"backend": "process"|"jail" (default process), "cpu_s", "memory_bytes",
+/// Sandbox options: {"backend": "process"|"jail"|"container"|a sandbox plugin's name (default
+/// process), "cpu_s", "memory_bytes",
 /// "open_files", "processes", "file_size_bytes", "wall_s", "output_bytes", "network",
 /// "workdir", "root", "env": {..}, "extra_dirs": [..], "image", "read_only_root",
 /// "keep_detached", "cpus"}; absent fields

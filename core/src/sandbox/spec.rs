@@ -15,9 +15,9 @@ pub type Level = Isolation;
 /// The private directories every sandbox has, visible at `/<name>` inside a jail.
 pub const PRIVATE_DIRS: [&str; 5] = ["app", "tests", "logs", "tmp", "solution"];
 
-/// A sandbox backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+/// A sandbox backend: one of the built-in three, or a sandbox plugin (docs/plugins-abi.md).
+/// Serialized as its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BackendKind {
     /// A limited process group on the host.
     Process,
@@ -25,10 +25,25 @@ pub enum BackendKind {
     Jail,
     /// A container of an image, run by Podman or Docker.
     Container,
+    /// A backend from a library plugin or registered by a host through the C ABI.
+    Plugin(PluginRef),
+}
+
+/// A sandbox plugin's fixed place in the plugin registry (plugins are never unloaded, so it
+/// stays valid and keeps `BackendKind` a small `Copy` value).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PluginRef(pub(crate) u32);
+
+impl PluginRef {
+    /// The plugin's backend implementation.
+    pub fn plugin(self) -> std::sync::Arc<crate::plugins::sandbox::LibrarySandbox> {
+        // Only the registry hands out refs, and it never removes a plugin.
+        crate::plugins::library::sandbox_at(self.0).expect("sandbox plugins are never removed")
+    }
 }
 
 impl BackendKind {
-    /// Every backend, lightest first.
+    /// The built-in backends, lightest first.
     pub const ALL: [BackendKind; 3] = [
         BackendKind::Process,
         BackendKind::Jail,
@@ -41,43 +56,77 @@ impl BackendKind {
             BackendKind::Process => "process",
             BackendKind::Jail => "jail",
             BackendKind::Container => "container",
+            BackendKind::Plugin(p) => p.plugin().name(),
         }
     }
 
-    /// The isolation level it provides.
+    /// The isolation level it provides (a plugin's is what it declares).
     pub fn level(self) -> Level {
         match self {
             BackendKind::Process => Level::Process,
             BackendKind::Jail => Level::Jail,
             BackendKind::Container => Level::Container,
+            BackendKind::Plugin(p) => p.plugin().level(),
         }
     }
 
-    /// Parse a backend name.
+    /// Parse a backend name: a built-in one, or a sandbox plugin registered or listed in the
+    /// plugins config (loaded now).
     pub fn parse(s: &str) -> Result<BackendKind> {
         match s {
             "process" => Ok(BackendKind::Process),
             "jail" => Ok(BackendKind::Jail),
             "container" | "docker" | "podman" => Ok(BackendKind::Container),
-            other => Err(Error::Sandbox(format!(
-                "unknown sandbox backend `{other}`: use `process`, `jail` or `container` (the \
-                 microvm backend is not implemented)"
-            ))),
+            other => {
+                let plugins =
+                    crate::plugins::library::plugin_names(crate::plugins::kinds::Kind::Sandbox);
+                if plugins.iter().any(|p| p == other) {
+                    let (i, _) = crate::plugins::library::find_sandbox(other)?;
+                    return Ok(BackendKind::Plugin(PluginRef(i)));
+                }
+                Err(Error::Sandbox(format!(
+                    "unknown sandbox backend `{other}`: use `process`, `jail` or `container`{} \
+                     (the microvm backend is not implemented; a backend of your own is a sandbox \
+                     plugin: docs/plugins-abi.md)",
+                    if plugins.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", or a sandbox plugin: {}", plugins.join(", "))
+                    }
+                )))
+            }
         }
     }
 
     /// What the backend needs from the machine.
-    pub fn needs(self) -> &'static str {
+    pub fn needs(self) -> String {
         match self {
-            BackendKind::Process => "Linux or another Unix; nothing else",
+            BackendKind::Process => "Linux or another Unix; nothing else".into(),
             BackendKind::Jail => {
-                "Linux, root or CAP_SYS_ADMIN (unshare of mount, PID, IPC, UTS and network namespaces)"
+                "Linux, root or CAP_SYS_ADMIN (unshare of mount, PID, IPC, UTS and network namespaces)".into()
             }
             BackendKind::Container => {
                 "Podman (or a Docker daemon) and a local base image: `nenyax setup container` \
-                 installs and configures Podman, `nenyax images bootstrap` makes the image"
+                 installs and configures Podman, `nenyax images bootstrap` makes the image".into()
+            }
+            BackendKind::Plugin(p) => {
+                let p = p.plugin();
+                format!("what sandbox plugin `{}` {} ({}) needs", p.info().name, p.info().version, p.info().source)
             }
         }
+    }
+}
+
+impl Serialize for BackendKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for BackendKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        BackendKind::parse(&name).map_err(serde::de::Error::custom)
     }
 }
 

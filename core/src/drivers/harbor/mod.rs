@@ -61,7 +61,7 @@ impl Driver for HarborDriver {
                 name: "backend",
                 kind: ParamKind::Str,
                 default: "auto",
-                help: "sandbox backend: `container` (the task's Dockerfile built with Podman or Docker), `jail` (the host's root stands in for the image), or `auto`: the container when an engine is ready, else the jail",
+                help: "sandbox backend: `container` (the task's Dockerfile built with Podman or Docker), `jail` (the host's root stands in for the image), the name of a sandbox plugin of jail isolation or above, or `auto`: the container when an engine is ready, else the jail",
             },
             ParamSpec {
                 name: "offline",
@@ -259,11 +259,15 @@ impl HarborEnv {
             sb.put(&format!("{d}/.keep"), b"", 0o644)?;
             sb.remove(&format!("{d}/.keep"))?;
         }
-        if sb
-            .host_path(&task.workdir)
-            .map(|p| !p.exists())
-            .unwrap_or(false)
-        {
+        let missing = match self.backend {
+            // A plugin's files are its own: make the workdir, which costs nothing if it exists.
+            BackendKind::Plugin(_) => true,
+            _ => sb
+                .host_path(&task.workdir)
+                .map(|p| !p.exists())
+                .unwrap_or(false),
+        };
+        if missing {
             sb.put(&format!("{}/.keep", task.workdir), b"", 0o644)?;
             sb.remove(&format!("{}/.keep", task.workdir))?;
         }
@@ -821,6 +825,32 @@ fn choose_backend(asked: &str) -> Result<(BackendKind, String)> {
             "`auto`, `container` or `jail`: Harbor tasks write and test absolute paths (/app, \
              /tests, /logs) that only a jail or a container provides",
         )),
+        BackendKind::Plugin(p) => {
+            let p = p.plugin();
+            if !p.level().satisfies(crate::contract::Isolation::Jail) {
+                return Err(invalid(&format!(
+                    "a backend of jail isolation or above: sandbox plugin `{asked}` declares \
+                     {:?} isolation, and Harbor tasks write and test absolute paths (/app, \
+                     /tests, /logs) that only a jail or a container provides",
+                    p.level()
+                )));
+            }
+            p.ready().map_err(|why| {
+                Error::Sandbox(format!(
+                    "harbor: backend={asked} was asked for, but that sandbox plugin cannot run \
+                     here: {why}"
+                ))
+            })?;
+            Ok((
+                kind,
+                format!(
+                    "backend={asked} was asked for: sandbox plugin `{asked}` {} ({}); the \
+                     host's root file system stands in for the task's image as in a jail",
+                    p.info().version,
+                    p.info().source
+                ),
+            ))
+        }
     }
 }
 
