@@ -10,7 +10,7 @@ use nenyax::Error;
 /// What to make.
 #[derive(clap::Args)]
 pub struct NewPluginArgs {
-    /// The kind: driver, judge, learner, telemetry or hub (`nenyax plugins --kinds`)
+    /// The kind: driver, sandbox, judge, learner, telemetry or hub (`nenyax plugins --kinds`)
     kind: String,
     /// Its name: lowercase letters, digits and `_` (a driver's URI scheme, a judge's `use` name)
     name: String,
@@ -240,6 +240,29 @@ const TEMPLATES: &[Template] = &[
             file("README.md", include_str!("../scaffolds/hub-c/README.md")),
         ],
         next: "./test.sh",
+    },
+    Template {
+        kind: Kind::Sandbox,
+        lang: "c",
+        token: "cjail",
+        replace: &[("../../../include/nenyax.h", "nenyax.h")],
+        files: &[
+            file(
+                "cjail.c",
+                include_str!("../examples/plugins/sandbox-c/cjail.c"),
+            ),
+            file(
+                "Makefile",
+                include_str!("../examples/plugins/sandbox-c/Makefile"),
+            ),
+            file("nenyax.h", include_str!("../include/nenyax.h")),
+            script("test.sh", include_str!("../scaffolds/sandbox-c/test.sh")),
+            file(
+                "README.md",
+                include_str!("../scaffolds/sandbox-c/README.md"),
+            ),
+        ],
+        next: "./test.sh (as root: a jail needs it)",
     },
     Template {
         kind: Kind::Telemetry,
