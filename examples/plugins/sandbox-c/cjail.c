@@ -1729,7 +1729,10 @@ static int32_t cj_exec(void *user_data, void *handle, const char *request, size_
         }
         if (!reaped) {
             pid_t w = waitpid(pid, &status, WNOHANG | __WALL);
-            if (w == pid) {
+            /* ECHILD: a host that reaps every child (a SIGCHLD handler) got there first; the
+             * status pipe still tells how the command ended. */
+            if (w == pid || (w < 0 && errno == ECHILD)) {
+                if (w < 0) status = 126 << 8; /* unknown: exited 126 unless the pipe says */
                 reaped = 1;
                 reaped_at = now_s();
             }
