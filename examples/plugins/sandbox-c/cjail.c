@@ -709,8 +709,8 @@ static void where_close(where_t *w) {
     w->dfd = -1;
 }
 
-/* Resolve `path`; `create` makes missing parents (owned by nobody when `chown_ids`). Returns 0,
- * 1 with a message, or 2 when a parent is missing (not created). */
+/* Resolve `path`; `create` makes missing parents (owned by nobody when nenyax is root). Returns
+ * 0, 1 with a message, or 2 when a parent is missing (not created). */
 static int resolve(const sandbox_t *sb, const char *path, int create, where_t *w, const nenyax_plugin_out_t *out) {
     w->dfd = -1;
     w->is_top = 0;
@@ -1111,7 +1111,7 @@ typedef struct {
 } op_t;
 
 typedef struct {
-    vec_t strings; /* owns every string below */
+    vec_t strings; /* owns every path and mount option below (argv and envp are the caller's) */
     op_t *ops;
     size_t nops, capops;
     int oom;
@@ -1125,7 +1125,6 @@ typedef struct {
     int drop;           /* setresuid to nobody */
     int userns;         /* root: true: a user namespace mapped to `map` */
     const char *map;    /* "0 65534 1\n" */
-    unsigned long flags;
     unsigned long args[4]; /* arg_start, arg_end, env_start, env_end of this process; 0: unknown */
 } plan_t;
 
