@@ -1835,6 +1835,7 @@ static const nenyax_plugin_t PLUGINS[] = {{
     NULL,
 }};
 
+/* What Nenyax looks up in the library: the one descriptor, for a host of this plugin ABI. */
 int32_t nenyax_plugin_entry(uint32_t host_abi_version, const nenyax_plugin_t **plugins, size_t *count) {
     if (host_abi_version != NENYAX_PLUGIN_ABI_VERSION) return 1;
     *plugins = PLUGINS;
