@@ -148,6 +148,9 @@
 // Version of `nenyax_hub_vtable_t`.
 #define NENYAX_HUB_VTABLE_VERSION 1
 
+// Version of `nenyax_driver_vtable_t` (requests and replies are bridge protocol 1).
+#define NENYAX_DRIVER_VTABLE_VERSION 1
+
 // Version of `nenyax_sandbox_vtable_t`.
 #define NENYAX_SANDBOX_VTABLE_VERSION 1
 
@@ -228,7 +231,7 @@ typedef enum nenyax_status_t {
 // What a plugin extends, the value of `nenyax_plugin_t.kind` (a uint32_t); values are fixed
 // forever.
 typedef enum nenyax_plugin_kind_t {
-  // Loads environments of a native format (drivers come as executables for now).
+  // Loads environments of a native format: `vtable` is a `nenyax_driver_vtable_t`.
   NENYAX_PLUGIN_KIND_DRIVER = 1,
   // Runs commands in isolation: `vtable` is a `nenyax_sandbox_vtable_t`.
   NENYAX_PLUGIN_KIND_SANDBOX = 2,
@@ -772,6 +775,30 @@ typedef struct nenyax_sandbox_vtable_t {
   // Optional, reserved for unregistering; never called today.
   void (*drop)(void *user_data);
 } nenyax_sandbox_vtable_t;
+
+// An in-process driver plugin's vtable (`NENYAX_PLUGIN_KIND_DRIVER`, version
+// NENYAX_DRIVER_VTABLE_VERSION): the bridge protocol of executable drivers
+// (docs/bridge.md), one JSON request in and one JSON reply out per call instead of a line each
+// way on pipes, so one driver's code can be built either way. An instance is what one worker
+// process would be: it holds one loaded environment and one episode.
+typedef struct nenyax_driver_vtable_t {
+  // NENYAX_DRIVER_VTABLE_VERSION.
+  uint32_t version;
+  // A new instance in `*instance`; its handshake (`{"nenyax_bridge": 1, ...}`) written to
+  // `out`.
+  int32_t (*open)(void *user_data, void **instance, const struct nenyax_plugin_out_t *out);
+  // One request (a protocol line without its newline) in; its reply line out. Non-zero
+  // means the instance is broken: the host closes it and opens another.
+  int32_t (*call)(void *user_data,
+                  void *instance,
+                  const char *request,
+                  size_t len,
+                  const struct nenyax_plugin_out_t *out);
+  // Free an instance (after its `close` request, or when it broke).
+  void (*close)(void *user_data, void *instance);
+  // Optional, reserved for unregistering; never called today.
+  void (*drop)(void *user_data);
+} nenyax_driver_vtable_t;
 
 // The function every plugin library exports with C linkage under the name
 // `nenyax_plugin_entry`: given the host's NENYAX_PLUGIN_ABI_VERSION, point `*plugins` at an

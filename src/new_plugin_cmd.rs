@@ -308,6 +308,28 @@ const TEMPLATES: &[Template] = &[
         ],
         next: "./test.sh",
     },
+    Template {
+        kind: Kind::Sandbox,
+        lang: "rust",
+        token: "__NAME__",
+        replace: &[],
+        files: &[
+            file(
+                "Cargo.toml",
+                include_str!("../scaffolds/sandbox-rust/Cargo.toml.in"),
+            ),
+            file(
+                "src/lib.rs",
+                include_str!("../scaffolds/sandbox-rust/src/lib.rs"),
+            ),
+            script("test.sh", include_str!("../scaffolds/sandbox-rust/test.sh")),
+            file(
+                "README.md",
+                include_str!("../scaffolds/sandbox-rust/README.md"),
+            ),
+        ],
+        next: "./test.sh",
+    },
 ];
 
 impl Template {

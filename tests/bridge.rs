@@ -247,6 +247,7 @@ fn a_bridge_traceback_names_the_package_files() {
     let config = BridgeConfig {
         python: std::env::var("NENYAX_PYTHON").unwrap(),
         command: None,
+        library: None,
         timeout: Duration::from_secs(120),
         workers: 1,
     };

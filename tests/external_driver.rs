@@ -54,6 +54,30 @@ fn go_driver_dir() -> Option<&'static Path> {
     }
 }
 
+/// The Go driver built as an in-process library (`-buildmode=c-shared -tags nenyax_lib`) into
+/// `dir`, under `name`, with extra C flags; panics when the build fails (Go is there).
+fn go_library(dir: &Path, name: &str, cflags: &str) -> PathBuf {
+    let lib = dir.join(name);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/plugins/driver-go");
+    let out = Command::new("go")
+        .args(["build", "-buildmode=c-shared", "-tags", "nenyax_lib", "-o"])
+        .arg(&lib)
+        .arg(".")
+        .current_dir(&src)
+        .env("GOTOOLCHAIN", "local")
+        .env("CGO_ENABLED", "1")
+        .env("CGO_CFLAGS", cflags)
+        .output()
+        .expect("go runs");
+    assert!(
+        out.status.success(),
+        "go build -buildmode=c-shared of {} failed:\n{}",
+        src.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    lib
+}
+
 /// `dir` first on PATH, the rest as the test was given.
 fn path_with(dir: &Path) -> std::ffi::OsString {
     let mut dirs = vec![dir.to_path_buf()];
@@ -391,4 +415,116 @@ fn the_library_reports_path_source_and_version() {
         .unwrap();
     assert_eq!(env.manifest().num_tasks, Some(3));
     assert_eq!(env.manifest().source_format, "gosums");
+}
+
+#[test]
+fn the_go_driver_built_as_a_library_runs_in_process() {
+    let Some(_) = go_driver_dir() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let lib = go_library(dir.path(), "libgosums.so", "");
+    let conf = dir.path().join("plugins.toml");
+    std::fs::write(
+        &conf,
+        "[[plugin]]\nname = \"gosums\"\nkind = \"driver\"\nlibrary = \"libgosums.so\"\n",
+    )
+    .unwrap();
+    // No executable anywhere: only the library can serve the scheme.
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let o = nenyax(
+        &["check", "gosums:sums?size=12", "--require", "audited"],
+        &path,
+        Some(&conf),
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("tier: AUDITED"), "{out}");
+
+    let o = nenyax(
+        &["plugins", "--json", "--kind", "driver"],
+        &path,
+        Some(&conf),
+    );
+    let rows: Value = serde_json::from_slice(&o.stdout).expect("plugins --json is JSON");
+    let row = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "gosums")
+        .unwrap_or_else(|| panic!("gosums is not in nenyax plugins: {rows}"));
+    assert_eq!(row["version"], "0.1.0", "{row}");
+    assert_eq!(row["origin"]["from"], "config", "{row}");
+    assert!(
+        row["summary"]
+            .as_str()
+            .unwrap()
+            .contains("in-process driver"),
+        "{row}"
+    );
+    assert!(row["summary"]
+        .as_str()
+        .unwrap()
+        .contains(&lib.display().to_string()));
+
+    // Every step is served inside the nenyax process itself: the driver reports its pid.
+    let out_file = dir.path().join("t.jsonl");
+    let empty = tempfile::tempdir().unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_nenyax"))
+        .args([
+            "run",
+            "gosums:sums?size=20&workers=2",
+            "--policy",
+            "oracle",
+            "-n",
+            "40",
+            "--concurrency",
+            "2",
+            "--out",
+            out_file.to_str().unwrap(),
+        ])
+        .env("PATH", &path)
+        .env("XDG_CONFIG_HOME", empty.path())
+        .env("NENYAX_PLUGINS", &conf)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i64;
+    let o = child.wait_with_output().unwrap();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("40 episodes, 0 errors"), "{out}");
+    let lines: Vec<Value> = std::fs::read_to_string(&out_file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 40);
+    assert!(lines.iter().all(|t| t["judgment"]["score"] == 1.0));
+    let pids: BTreeSet<i64> = lines
+        .iter()
+        .filter_map(|t| t["steps"][0]["info"]["pid"].as_i64())
+        .collect();
+    assert_eq!(pids, BTreeSet::from([pid]), "steps ran outside nenyax");
+
+    // A copy built for driver vtable version 2 is refused, naming both versions.
+    let v2 = go_library(dir.path(), "libgosums2.so", "-DGOSUMS_VTABLE_VERSION=2");
+    std::fs::write(
+        &conf,
+        format!(
+            "[[plugin]]\nname = \"gosums\"\nkind = \"driver\"\nlibrary = {:?}\n",
+            v2.display().to_string()
+        ),
+    )
+    .unwrap();
+    let o = nenyax(
+        &["check", "gosums:sums", "--require", "audited"],
+        &path,
+        Some(&conf),
+    );
+    let (out, err) = text(&o);
+    assert!(!o.status.success(), "{out}\n{err}");
+    assert!(
+        err.contains("driver vtable version 2") && err.contains("speaks version 1"),
+        "{out}\n{err}"
+    );
 }

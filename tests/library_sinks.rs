@@ -307,6 +307,21 @@ fn a_hub_with_malformed_listings_fails_plugin_check_and_search_cleanly() {
 }
 
 #[test]
+fn a_hub_fetching_to_a_scheme_no_driver_serves_fails_plugin_check() {
+    let dir = tempfile::tempdir().unwrap();
+    hub_lib(dir.path(), &["-DEXAMPLE_UNKNOWN_SCHEME"]);
+    config(dir.path());
+    let o = nenyax(dir.path(), &["plugin-check", "hub", "toy_hub"]);
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("✘ fetch_gives_uris"), "{out}");
+    assert!(
+        out.contains("scheme `nosuchdriver` no driver here serves"),
+        "{out}"
+    );
+}
+
+#[test]
 fn libraries_built_for_another_vtable_version_are_refused_naming_both_versions() {
     let dir = tempfile::tempdir().unwrap();
     sink_lib(dir.path(), &["-DEXAMPLE_TELEMETRY_VTABLE_VERSION=2"]);
@@ -374,4 +389,55 @@ fn a_crashing_sink_is_named_as_the_process_dies() {
 /// SIGSEGV on Linux and macOS alike.
 fn libc_sigsegv() -> i32 {
     11
+}
+
+#[test]
+fn a_telemetry_plugin_named_in_a_train_config_gets_the_training_run() {
+    let dir = tempfile::tempdir().unwrap();
+    sink_lib(dir.path(), &[]);
+    config(dir.path());
+    let train = dir.path().join("train.toml");
+    std::fs::write(
+        &train,
+        "[env]\nuri = \"builtin:guess?high=8&max_guesses=3\"\n\n[learner]\nuse = \"reinforce\"\n\n\
+         [train]\nrounds = 2\n\n[[telemetry]]\nname = \"jsonl_sink\"\n",
+    )
+    .unwrap();
+    let o = nenyax(dir.path(), &["train", "--config", train.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let ev = events(dir.path());
+    assert_eq!(ev[0]["event"], "start", "{ev:?}");
+    assert_eq!(ev[0]["run"]["kind"], "train");
+    // One metrics line per evaluation (the baseline, then each round), with its round as step.
+    let metrics = of(&ev, "metrics");
+    let steps: Vec<&Value> = metrics.iter().map(|m| &m["step"]).collect();
+    assert_eq!(steps, [0, 1, 2], "{metrics:?}");
+    // Every training rollout (2 rounds x 64) and held-out episode reached the sink.
+    let trained: f64 = metrics
+        .iter()
+        .map(|m| m["values"]["episodes"].as_f64().unwrap())
+        .sum();
+    assert_eq!(trained, 128.0);
+    assert!(
+        of(&ev, "episode").len() > 128,
+        "{}",
+        of(&ev, "episode").len()
+    );
+    assert_eq!(ev.last().unwrap()["event"], "finish");
+    assert_eq!(ev.last().unwrap()["ok"], true);
+
+    // A name that is neither a built-in sink nor a plugin lists both kinds.
+    std::fs::write(
+        &train,
+        "[env]\nuri = \"builtin:guess\"\n\n[[telemetry]]\nname = \"jsonl_snk\"\n",
+    )
+    .unwrap();
+    let o = nenyax(
+        dir.path(),
+        &["train", "--config", train.to_str().unwrap(), "--dry-run"],
+    );
+    assert!(!o.status.success());
+    let err = text(&o.stderr);
+    assert!(err.contains("\"jsonl_snk\" is not a sink"), "{err}");
+    assert!(err.contains("otel") && err.contains("jsonl_sink"), "{err}");
 }

@@ -118,6 +118,15 @@ const CASES: &[Case] = &[
         to: "Some(_) => Ok(\"not a uri\".to_string()),",
         fails_with: "fetch_gives_uris",
     },
+    Case {
+        kind: "sandbox",
+        lang: "rust",
+        tool: "cargo",
+        file: "src/lib.rs",
+        from: "            .env_clear()\n",
+        to: "\n",
+        fails_with: "FAIL scrubbed_environment",
+    },
 ];
 
 fn have(tool: &str) -> bool {

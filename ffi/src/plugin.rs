@@ -31,6 +31,9 @@ pub const NENYAX_TELEMETRY_VTABLE_VERSION: u32 = 1;
 /// Version of `nenyax_hub_vtable_t`.
 pub const NENYAX_HUB_VTABLE_VERSION: u32 = 1;
 
+/// Version of `nenyax_driver_vtable_t` (requests and replies are bridge protocol 1).
+pub const NENYAX_DRIVER_VTABLE_VERSION: u32 = 1;
+
 /// Version of `nenyax_sandbox_vtable_t`.
 pub const NENYAX_SANDBOX_VTABLE_VERSION: u32 = 1;
 
@@ -55,7 +58,7 @@ pub const NENYAX_PLUGIN_THREAD_SAFE: u32 = 1;
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum nenyax_plugin_kind_t {
-    /// Loads environments of a native format (drivers come as executables for now).
+    /// Loads environments of a native format: `vtable` is a `nenyax_driver_vtable_t`.
     NENYAX_PLUGIN_KIND_DRIVER = 1,
     /// Runs commands in isolation: `vtable` is a `nenyax_sandbox_vtable_t`.
     NENYAX_PLUGIN_KIND_SANDBOX = 2,
@@ -250,6 +253,41 @@ pub struct nenyax_hub_vtable_t {
     pub drop: Option<unsafe extern "C" fn(user_data: *mut c_void)>,
 }
 
+/// An in-process driver plugin's vtable (`NENYAX_PLUGIN_KIND_DRIVER`, version
+/// NENYAX_DRIVER_VTABLE_VERSION): the bridge protocol of executable drivers
+/// (docs/bridge.md), one JSON request in and one JSON reply out per call instead of a line each
+/// way on pipes, so one driver's code can be built either way. An instance is what one worker
+/// process would be: it holds one loaded environment and one episode.
+#[repr(C)]
+pub struct nenyax_driver_vtable_t {
+    /// NENYAX_DRIVER_VTABLE_VERSION.
+    pub version: u32,
+    /// A new instance in `*instance`; its handshake (`{"nenyax_bridge": 1, ...}`) written to
+    /// `out`.
+    pub open: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            instance: *mut *mut c_void,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// One request (a protocol line without its newline) in; its reply line out. Non-zero
+    /// means the instance is broken: the host closes it and opens another.
+    pub call: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            instance: *mut c_void,
+            request: *const c_char,
+            len: usize,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// Free an instance (after its `close` request, or when it broke).
+    pub close: Option<unsafe extern "C" fn(user_data: *mut c_void, instance: *mut c_void)>,
+    /// Optional, reserved for unregistering; never called today.
+    pub drop: Option<unsafe extern "C" fn(user_data: *mut c_void)>,
+}
+
 /// A sandbox backend plugin's vtable (`NENYAX_PLUGIN_KIND_SANDBOX`, version
 /// NENYAX_SANDBOX_VTABLE_VERSION). A sandbox is an opaque handle the plugin
 /// makes in `create` and frees in `destroy`. Paths are absolute sandbox paths (the host resolves
@@ -436,6 +474,15 @@ const _: () = {
         drop
     );
     same!(
+        nenyax_driver_vtable_t,
+        core_abi::nenyax_driver_vtable_t,
+        version,
+        open,
+        call,
+        close,
+        drop
+    );
+    same!(
         nenyax_sandbox_vtable_t,
         core_abi::nenyax_sandbox_vtable_t,
         version,
@@ -469,6 +516,7 @@ const _: () = {
     assert!(NENYAX_TELEMETRY_VTABLE_VERSION == core_kinds::TELEMETRY_VTABLE_VERSION);
     assert!(NENYAX_HUB_VTABLE_VERSION == core_kinds::HUB_VTABLE_VERSION);
     assert!(NENYAX_SANDBOX_VTABLE_VERSION == core_kinds::SANDBOX_VTABLE_VERSION);
+    assert!(NENYAX_DRIVER_VTABLE_VERSION == core_kinds::DRIVER_VTABLE_VERSION);
     assert!(NENYAX_ISOLATION_PROCESS == core_abi::ISOLATION_PROCESS);
     assert!(NENYAX_ISOLATION_MICROVM == core_abi::ISOLATION_MICROVM);
     assert!(NENYAX_PLUGIN_THREAD_SAFE == core_abi::PLUGIN_THREAD_SAFE);

@@ -35,6 +35,9 @@ pub struct BridgeConfig {
     /// package (docs/bridge.md, "Drivers in any language"); `None` runs `python -u -m
     /// nenyax_bridge`.
     pub command: Option<Vec<String>>,
+    /// An in-process driver from a library plugin: each worker is one of its instances instead
+    /// of a process (takes precedence over `command`).
+    pub library: Option<Arc<crate::plugins::driver::LibraryDriver>>,
     /// Longest wait for one reply (and for the handshake plus load of a new worker).
     pub timeout: Duration,
     /// Most workers at once.
@@ -44,14 +47,18 @@ pub struct BridgeConfig {
 impl BridgeConfig {
     /// What workers run, as one string: the identity of a worker for reuse between pools.
     fn program(&self) -> String {
-        match &self.command {
-            Some(c) => format!("command {c:?}"),
-            None => self.python.clone(),
+        match (&self.library, &self.command) {
+            (Some(l), _) => format!("library {}", l.info().source),
+            (None, Some(c)) => format!("command {c:?}"),
+            (None, None) => self.python.clone(),
         }
     }
 
     /// What runs: "python bridge", or an executable driver's program file name.
     fn name(&self) -> String {
+        if let Some(l) = &self.library {
+            return l.info().name.clone();
+        }
         match self.command.as_ref().and_then(|c| c.first()) {
             Some(exe) => program_name(exe),
             None => "python bridge".into(),
@@ -60,6 +67,9 @@ impl BridgeConfig {
 
     /// How errors name a worker: the Python bridge, or the executable driver by its program.
     fn label(&self) -> String {
+        if let Some(l) = &self.library {
+            return l.label();
+        }
         match &self.command {
             Some(_) => format!("driver `{}`", self.name()),
             None => self.name(),
@@ -80,6 +90,7 @@ impl Default for BridgeConfig {
         BridgeConfig {
             python: default_python(),
             command: None,
+            library: None,
             timeout: Duration::from_secs(300),
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
         }
@@ -150,11 +161,37 @@ fn external_command(command: &[String]) -> Result<Command> {
     Ok(cmd)
 }
 
-/// One child process.
+/// How a worker is reached: a child process on pipes, or an in-process driver's instance.
+enum Io {
+    Process {
+        child: Child,
+        stdin: ChildStdin,
+        lines: LineReader,
+    },
+    Library(crate::plugins::driver::Instance),
+}
+
+impl Io {
+    /// Stop a child process (an instance is closed when dropped).
+    fn kill(&mut self) {
+        if let Io::Process { child, .. } = self {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// How a failure names the worker: its pid, or that it ran in this process.
+    fn who(&self) -> String {
+        match self {
+            Io::Process { child, .. } => format!("pid {}", child.id()),
+            Io::Library(_) => "in-process instance".into(),
+        }
+    }
+}
+
+/// One child process, or one instance of an in-process driver.
 pub struct Worker {
-    child: Child,
-    stdin: ChildStdin,
-    lines: LineReader,
+    io: Io,
     stderr: Arc<Mutex<VecDeque<String>>>,
     next_id: u64,
     timeout: Duration,
@@ -174,6 +211,21 @@ const STDERR_LINES: usize = 40;
 impl Worker {
     /// Start a worker and wait for its handshake.
     pub fn spawn(config: &BridgeConfig) -> Result<Worker> {
+        if let Some(lib) = &config.library {
+            let (instance, hello) = lib.open()?;
+            let w = Worker {
+                io: Io::Library(instance),
+                stderr: Arc::new(Mutex::new(VecDeque::new())),
+                next_id: 0,
+                timeout: config.timeout,
+                dead: None,
+                max_line: crate::limits::BRIDGE_LINE.bytes()?,
+                label: config.label(),
+                name: config.name(),
+                hello: Value::Null,
+            };
+            return w.handshake(hello.trim_end());
+        }
         let mut cmd = match &config.command {
             Some(command) => external_command(command)?,
             None => python_command(&config.python)?,
@@ -232,9 +284,11 @@ impl Worker {
             })
             .map_err(|e| Error::io("cannot start a bridge reader thread", e))?;
         let mut w = Worker {
-            child,
-            stdin,
-            lines,
+            io: Io::Process {
+                child,
+                stdin,
+                lines,
+            },
             stderr,
             next_id: 0,
             timeout: config.timeout,
@@ -245,9 +299,15 @@ impl Worker {
             hello: Value::Null,
         };
         let hello = w.read_line(config.timeout, "the handshake")?;
-        let v: Value = match serde_json::from_str(&hello) {
+        w.handshake(&hello)
+    }
+
+    /// Check the handshake line a new worker sent.
+    fn handshake(self, hello: &str) -> Result<Worker> {
+        let mut w = self;
+        let v: Value = match serde_json::from_str(hello) {
             Ok(v @ Value::Object(_)) => v,
-            _ => return Err(w.fail(not_a_handshake(&hello))),
+            _ => return Err(w.fail(not_a_handshake(hello))),
         };
         match v.get("nenyax_bridge") {
             Some(theirs) if theirs.as_u64() == Some(PROTOCOL) => {}
@@ -259,7 +319,7 @@ impl Worker {
                 );
                 return Err(w.refuse(cause));
             }
-            None => return Err(w.fail(not_a_handshake(&hello))),
+            None => return Err(w.fail(not_a_handshake(hello))),
         }
         w.hello = v;
         Ok(w)
@@ -273,8 +333,7 @@ impl Worker {
     /// Stop a worker that cannot be used at all (another protocol): an error naming what it is,
     /// not that it "was replaced", since a new one would be refused the same way.
     fn refuse(&mut self, cause: String) -> Error {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.io.kill();
         let msg = format!("{} {cause}", self.label);
         self.dead = Some(msg.clone());
         Error::DriverUnavailable {
@@ -295,15 +354,16 @@ impl Worker {
     }
 
     fn fail(&mut self, cause: String) -> Error {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        // Give the stderr reader a moment to drain what the child wrote before dying.
-        std::thread::sleep(Duration::from_millis(20));
+        if let Io::Process { .. } = self.io {
+            self.io.kill();
+            // Give the stderr reader a moment to drain what the child wrote before dying.
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let tail = self.stderr_tail();
         let msg = format!(
-            "{} worker (pid {}) {cause}; it was replaced{}",
+            "{} worker ({}) {cause}; it was replaced{}",
             self.label,
-            self.child.id(),
+            self.io.who(),
             if tail.is_empty() {
                 String::new()
             } else {
@@ -315,7 +375,28 @@ impl Worker {
     }
 
     fn read_line(&mut self, timeout: Duration, what: &str) -> Result<String> {
-        match self.lines.read_line(timeout) {
+        let Io::Process { lines, child, .. } = &mut self.io else {
+            return Err(self.fail(format!(
+                "cannot be read from as a process while answering {what}"
+            )));
+        };
+        let read = lines.read_line(timeout);
+        let status = |e: &std::io::Error, child: &mut Child| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                child
+                    .wait()
+                    .ok()
+                    .map(|s| format!("exited ({s})"))
+                    .unwrap_or_else(|| "exited".into())
+            } else {
+                format!("could not be read from ({e})")
+            }
+        };
+        let exited = match &read {
+            Err(e) if e.kind() != std::io::ErrorKind::InvalidData => Some(status(e, child)),
+            _ => None,
+        };
+        match read {
             Ok(Some(l)) => Ok(l),
             Ok(None) => Err(self.fail(format!("did not answer {what} within {timeout:?}"))),
             Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
@@ -329,16 +410,8 @@ impl Worker {
                 );
                 Err(self.fail(cause))
             }
-            Err(e) => {
-                let status = if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                    self.child
-                        .wait()
-                        .ok()
-                        .map(|s| format!("exited ({s})"))
-                        .unwrap_or_else(|| "exited".into())
-                } else {
-                    format!("could not be read from ({e})")
-                };
+            Err(_) => {
+                let status = exited.unwrap_or_else(|| "exited".into());
                 Err(self.fail(format!("{status} before answering {what}")))
             }
         }
@@ -358,15 +431,27 @@ impl Worker {
         };
         req.insert("id".into(), json!(id));
         req.insert("op".into(), json!(op));
-        let line = Value::Object(req).to_string() + "\n";
-        if let Err(e) = self
-            .stdin
-            .write_all(line.as_bytes())
-            .and_then(|_| self.stdin.flush())
-        {
-            return Err(self.fail(format!("could not be written to ({e})")));
+        let line = Value::Object(req).to_string();
+        let reply = match &mut self.io {
+            Io::Library(instance) => match instance.call(&line) {
+                Ok(reply) => reply,
+                Err(why) => return Err(self.fail(format!("failed `{op}` ({why})"))),
+            },
+            Io::Process { stdin, .. } => {
+                let sent = stdin
+                    .write_all(line.as_bytes())
+                    .and_then(|_| stdin.write_all(b"\n"))
+                    .and_then(|_| stdin.flush());
+                if let Err(e) = sent {
+                    return Err(self.fail(format!("could not be written to ({e})")));
+                }
+                self.read_line(self.timeout, &format!("`{op}`"))?
+            }
+        };
+        if reply.len() as u64 > self.max_line {
+            let limit = crate::limits::BRIDGE_LINE;
+            return Err(self.fail(limit.exceeded(&format!("its reply to `{op}`"), self.max_line)));
         }
-        let reply = self.read_line(self.timeout, &format!("`{op}`"))?;
         let v: Value = match serde_json::from_str(&reply) {
             Ok(v) => v,
             Err(_) => {
@@ -386,9 +471,8 @@ impl Worker {
 
 impl Drop for Worker {
     fn drop(&mut self) {
-        // Reap the child: no zombies, no orphans.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        // Reap the child: no zombies, no orphans (an instance closes in its own Drop).
+        self.io.kill();
     }
 }
 

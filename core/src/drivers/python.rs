@@ -87,6 +87,7 @@ impl BridgeDriver {
         let config = BridgeConfig {
             python,
             command: None,
+            library: None,
             workers: 1,
             timeout: Duration::from_secs(30),
         };
@@ -147,6 +148,7 @@ impl Driver for BridgeDriver {
             &Bridged {
                 scheme: self.scheme,
                 command: None,
+                library: None,
             },
             uri,
         )
@@ -163,6 +165,15 @@ pub(crate) struct Bridged {
     /// executable driver has no `python` parameter (it is passed through to it like any
     /// other) and judges through its `judge` op.
     pub command: Option<Vec<String>>,
+    /// An in-process driver from a library plugin (takes precedence over `command`).
+    pub library: Option<Arc<crate::plugins::driver::LibraryDriver>>,
+}
+
+impl Bridged {
+    /// A driver plugin (an executable or a library), not the Python bridge.
+    fn is_plugin(&self) -> bool {
+        self.command.is_some() || self.library.is_some()
+    }
 }
 
 /// Start a pool for `uri` (the bridge parameters taken out, the rest sent to `load` as
@@ -171,6 +182,7 @@ pub(crate) fn load_bridged(b: &Bridged, uri: &Uri) -> Result<Arc<dyn Environment
     let scheme = b.scheme;
     let mut config = BridgeConfig {
         command: b.command.clone(),
+        library: b.library.clone(),
         ..BridgeConfig::default()
     };
     let mut params = Map::new();
@@ -187,7 +199,7 @@ pub(crate) fn load_bridged(b: &Bridged, uri: &Uri) -> Result<Arc<dyn Environment
                         expected: "an integer from 1 to 256".into(),
                     })? as usize
             }
-            "python" if b.command.is_none() => {
+            "python" if !b.is_plugin() => {
                 config.python = v
                     .as_str()
                     .filter(|p| !p.is_empty())
@@ -232,20 +244,18 @@ pub(crate) fn load_bridged(b: &Bridged, uri: &Uri) -> Result<Arc<dyn Environment
         // The framework refused the configuration (e.g. min_terms > max_terms).
         Error::Config(m) => Error::Config(format!("{}: {m}", uri.raw)),
         // An executable driver that cannot run (another protocol version) is this scheme's.
-        Error::DriverUnavailable { missing, .. } if b.command.is_some() => {
-            Error::DriverUnavailable {
-                driver: scheme.into(),
-                missing,
-            }
-        }
+        Error::DriverUnavailable { missing, .. } if b.is_plugin() => Error::DriverUnavailable {
+            driver: scheme.into(),
+            missing,
+        },
         other => other,
     })?;
-    if scheme == "verifiers" && b.command.is_none() {
+    if scheme == "verifiers" && !b.is_plugin() {
         return Ok(Arc::new(VerifiersEnv::new(&uri.raw, pool, &info)?));
     }
     Ok(Arc::new(BridgedEnv::new(
         scheme,
-        b.command.is_some(),
+        b.is_plugin(),
         &uri.raw,
         pool,
         &info,

@@ -190,6 +190,42 @@ pub struct nenyax_hub_vtable_t {
     pub drop: Option<unsafe extern "C" fn(user_data: *mut c_void)>,
 }
 
+/// An in-process driver plugin's vtable (kind 1, version
+/// [`crate::plugins::kinds::DRIVER_VTABLE_VERSION`]): the bridge protocol of executable drivers
+/// (docs/bridge.md), one JSON request in and one JSON reply out per call instead of a line each
+/// way on pipes, so one driver's code can be built either way. An instance is what one worker
+/// process would be: it holds one loaded environment and one episode.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct nenyax_driver_vtable_t {
+    /// The vtable version the plugin was built against.
+    pub version: u32,
+    /// A new instance in `*instance`; its handshake (`{"nenyax_bridge": 1, ...}`) written to
+    /// `out`.
+    pub open: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            instance: *mut *mut c_void,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// One request (a protocol line without its newline) in; its reply line out. Non-zero
+    /// means the instance is broken: the host closes it and opens another.
+    pub call: Option<
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            instance: *mut c_void,
+            request: *const c_char,
+            len: usize,
+            out: *const nenyax_plugin_out_t,
+        ) -> i32,
+    >,
+    /// Free an instance (after its `close` request, or when it broke).
+    pub close: Option<unsafe extern "C" fn(user_data: *mut c_void, instance: *mut c_void)>,
+    /// Optional, reserved for unregistering; never called today.
+    pub drop: Option<unsafe extern "C" fn(user_data: *mut c_void)>,
+}
+
 /// A sandbox backend plugin's vtable (kind 2, version
 /// [`crate::plugins::kinds::SANDBOX_VTABLE_VERSION`]). A sandbox is an opaque handle the plugin
 /// makes in `create` and frees in `destroy`. Paths are absolute sandbox paths (the host resolves
@@ -387,6 +423,7 @@ pub fn vtable_version(kind: Kind) -> Option<u32> {
         Kind::Hub => Some(crate::plugins::kinds::HUB_VTABLE_VERSION),
         Kind::Learner => Some(crate::plugins::kinds::LEARNER_PLUGIN_VTABLE_VERSION),
         Kind::Sandbox => Some(crate::plugins::kinds::SANDBOX_VTABLE_VERSION),
+        Kind::Driver => Some(crate::plugins::kinds::DRIVER_VTABLE_VERSION),
         _ => None,
     }
 }

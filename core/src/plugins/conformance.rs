@@ -881,13 +881,23 @@ pub fn check_hub(name: &str, hub: &crate::plugins::hub::LibraryHub) -> Report {
             Some((n, Err(e))) => format!("searching `{n}`: {}", clip(&e.to_string())),
         },
     });
+    // A fetched URI must also name a scheme some driver here serves (built in, executable or
+    // in-process): one no driver knows could never be loaded.
+    let drivers = crate::router::Registry::with_plugins();
     let fetched: Vec<std::result::Result<String, String>> = names
         .iter()
         .map(|n| {
             let uri = hub.fetch(n).map_err(|e| format!("`{n}`: {}", e))?;
-            crate::uri::Uri::parse(&uri)
-                .map(|_| uri.clone())
-                .map_err(|e| format!("`{n}` fetched to {uri:?}, which does not parse: {e}"))
+            let parsed = crate::uri::Uri::parse(&uri)
+                .map_err(|e| format!("`{n}` fetched to {uri:?}, which does not parse: {e}"))?;
+            if drivers.driver(&parsed.scheme).is_none() {
+                return Err(format!(
+                    "`{n}` fetched to {uri:?}, whose scheme `{}` no driver here serves \
+                     (`nenyax drivers` lists them)",
+                    parsed.scheme
+                ));
+            }
+            Ok(uri)
         })
         .collect();
     let bad = fetched.iter().find_map(|r| r.as_ref().err());

@@ -30,6 +30,9 @@ pub struct ExternalDriver {
     path: PathBuf,
     /// The plugins config it was listed in; `None` when found on `PATH`.
     config: Option<PathBuf>,
+    /// An in-process driver: the config entry's name (what its library's descriptor is
+    /// called); `path` is then the library.
+    library: Option<String>,
 }
 
 impl ExternalDriver {
@@ -73,10 +76,53 @@ impl ExternalDriver {
             command,
             path,
             config,
+            library: None,
         })
     }
 
-    /// The executable it runs.
+    /// An in-process driver for `scheme`: the plugin `name` of the shared library `library`,
+    /// listed in the plugins config `config`.
+    pub fn in_process(
+        scheme: &str,
+        name: &str,
+        library: PathBuf,
+        config: PathBuf,
+        summary: Option<String>,
+    ) -> Result<ExternalDriver> {
+        if !valid_scheme(scheme) {
+            return Err(Error::Config(format!(
+                "driver scheme `{scheme}` must be letters, digits, `_`, `-` or `.`"
+            )));
+        }
+        let summary = match summary.filter(|s| !s.trim().is_empty()) {
+            Some(s) => format!(
+                "{} (in-process driver {}, from plugins config {})",
+                s.trim(),
+                library.display(),
+                config.display()
+            ),
+            None => format!(
+                "in-process driver {} (from plugins config {})",
+                library.display(),
+                config.display()
+            ),
+        };
+        Ok(ExternalDriver {
+            scheme: intern(scheme),
+            summary: intern(&summary),
+            command: Vec::new(),
+            path: library,
+            config: Some(config),
+            library: Some(name.to_string()),
+        })
+    }
+
+    /// True for an in-process driver from a shared library.
+    pub fn is_library(&self) -> bool {
+        self.library.is_some()
+    }
+
+    /// The executable it runs, or an in-process driver's library.
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -104,6 +150,11 @@ impl ExternalDriver {
     pub fn version(&self) -> Option<String> {
         if self.readiness() != Readiness::Ready {
             return None;
+        }
+        if let Some(name) = &self.library {
+            return crate::plugins::library::find_driver(name)
+                .ok()
+                .map(|d| d.info().version.clone());
         }
         let config = BridgeConfig {
             command: Some(self.command.clone()),
@@ -151,6 +202,19 @@ impl Driver for ExternalDriver {
     }
 
     fn readiness(&self) -> Readiness {
+        if let Some(name) = &self.library {
+            if !self.path.is_file() {
+                return Readiness::Missing(format!(
+                    "the driver library {} cannot be found; fix its `library` in {}",
+                    self.path.display(),
+                    self.source()
+                ));
+            }
+            return match crate::plugins::library::find_driver(name) {
+                Ok(_) => Readiness::Ready,
+                Err(e) => Readiness::Missing(e.to_string()),
+            };
+        }
         let fix = match &self.config {
             Some(c) => format!("fix its `command` in {}", c.display()),
             None => "reinstall it or take it off PATH".into(),
@@ -174,10 +238,15 @@ impl Driver for ExternalDriver {
     }
 
     fn load(&self, uri: &Uri) -> Result<Arc<dyn Environment>> {
+        let library = match &self.library {
+            Some(name) => Some(crate::plugins::library::find_driver(name)?),
+            None => None,
+        };
         load_bridged(
             &Bridged {
                 scheme: self.scheme,
-                command: Some(self.command.clone()),
+                command: library.is_none().then(|| self.command.clone()),
+                library,
             },
             uri,
         )
@@ -245,16 +314,22 @@ fn on_path() -> Vec<ExternalDriver> {
     out
 }
 
-/// The plugins config's executable drivers.
+/// The plugins config's drivers: executables (`command`) and in-process ones (`library`).
 fn configured() -> Result<Vec<ExternalDriver>> {
     crate::plugins::config::entries()?
         .into_iter()
-        .filter(|e| e.kind == Kind::Driver && !e.command.is_empty())
+        .filter(|e| e.kind == Kind::Driver && (!e.command.is_empty() || e.library.is_some()))
         .map(|e| {
             let scheme = e.scheme().to_string();
-            ExternalDriver::new(&scheme, e.command, Some(e.source.clone()), e.summary).map_err(
-                |err| Error::Config(format!("plugins config {}: {err}", e.source.display())),
-            )
+            let made = match e.library.clone() {
+                Some(lib) => {
+                    ExternalDriver::in_process(&scheme, &e.name, lib, e.source.clone(), e.summary)
+                }
+                None => ExternalDriver::new(&scheme, e.command, Some(e.source.clone()), e.summary),
+            };
+            made.map_err(|err| {
+                Error::Config(format!("plugins config {}: {err}", e.source.display()))
+            })
         })
         .collect()
 }

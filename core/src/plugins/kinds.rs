@@ -28,6 +28,10 @@ pub const LEARNER_VTABLE_VERSION: u32 = 1;
 /// Version of `nenyax_learner_plugin_vtable_t` (a learner from a shared library).
 pub const LEARNER_PLUGIN_VTABLE_VERSION: u32 = 1;
 
+/// Version of `nenyax_driver_vtable_t` (in-process drivers from libraries; the requests and
+/// replies are those of [`DRIVER_PROTOCOL_VERSION`]).
+pub const DRIVER_VTABLE_VERSION: u32 = 1;
+
 /// Version of `nenyax_sandbox_vtable_t` (sandbox backends from libraries).
 pub const SANDBOX_VTABLE_VERSION: u32 = 1;
 
@@ -113,7 +117,8 @@ impl Kind {
                 "bridge JSON-lines protocol (docs/bridge.md)",
                 Some(DRIVER_PROTOCOL_VERSION),
                 "an executable `nenyax-driver-<scheme>` on PATH, or `command = [...]` in the \
-                 plugins config",
+                 plugins config; in-process: `library = \"...\"` exporting \
+                 nenyax_driver_vtable_t (version 1), the same protocol as calls",
             ),
             Kind::Judge => (
                 "nenyax_judge_vtable_t (include/nenyax.h)",

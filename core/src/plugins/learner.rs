@@ -494,6 +494,138 @@ mod tests {
         }
     }
 
+    /// The chat-only learner's state: the preference for computing the answer over replying
+    /// "none", its one snapshot, and a call counter for sampling.
+    static CHAT_PREF: Mutex<(f64, f64)> = Mutex::new((0.0, 0.0));
+    static CHAT_CALLS: AtomicU64 = AtomicU64::new(0);
+
+    /// `a op b op c ...` with + - * and the usual precedence.
+    fn eval_expr(e: &str) -> Option<i64> {
+        let toks: Vec<&str> = e.split_whitespace().collect();
+        let mut sum = 0i64;
+        let mut term: i64 = toks.first()?.parse().ok()?;
+        let mut sign = 1i64;
+        for pair in toks[1..].chunks(2) {
+            let n: i64 = pair.get(1)?.parse().ok()?;
+            match pair[0] {
+                "*" => term *= n,
+                "+" | "-" => {
+                    sum += sign * term;
+                    sign = if pair[0] == "+" { 1 } else { -1 };
+                    term = n;
+                }
+                _ => return None,
+            }
+        }
+        Some(sum + sign * term)
+    }
+
+    /// A chat policy choosing between two strategies: compute the answer, or reply "none".
+    unsafe extern "C" fn chat_bandit(
+        _: *mut c_void,
+        p: *const c_char,
+        len: usize,
+        out: *const nenyax_plugin_out_t,
+    ) -> i32 {
+        let msgs: Value = serde_json::from_str(&input(p, len)).unwrap();
+        let q = msgs
+            .as_array()
+            .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or_default()
+            .to_string();
+        let pref = CHAT_PREF.lock().unwrap().0;
+        let p_compute = 1.0 / (1.0 + (-pref).exp());
+        let k = CHAT_CALLS.fetch_add(1, Ordering::Relaxed);
+        let u = (k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11) as f64 / (1u64 << 53) as f64;
+        let reply = match q.strip_prefix("What is ").and_then(|r| r.split('?').next()) {
+            Some(expr) if u < p_compute => match eval_expr(expr) {
+                Some(n) => format!("<answer>{n}</answer>"),
+                None => "<answer>none</answer>".into(),
+            },
+            _ => "<answer>none</answer>".into(),
+        };
+        put(out, &reply);
+        0
+    }
+
+    /// REINFORCE on the two strategies' mean scores.
+    unsafe extern "C" fn update_bandit(
+        _: *mut c_void,
+        p: *const c_char,
+        len: usize,
+        out: *const nenyax_plugin_out_t,
+    ) -> i32 {
+        let groups: Value = serde_json::from_str(&input(p, len)).unwrap();
+        let (mut sums, mut counts) = ([0.0f64; 2], [0.0f64; 2]);
+        for t in groups
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|g| g["trajectories"].as_array().unwrap())
+        {
+            let reply = t["messages"]
+                .as_array()
+                .and_then(|m| m.iter().rev().find(|m| m["role"] == "assistant"))
+                .and_then(|m| m["content"].as_str())
+                .unwrap_or_default();
+            let arm = usize::from(reply.contains("none"));
+            sums[arm] += t["judgment"]["score"].as_f64().unwrap_or(0.0);
+            counts[arm] += 1.0;
+        }
+        let mut st = CHAT_PREF.lock().unwrap();
+        if counts[0] > 0.0 && counts[1] > 0.0 {
+            st.0 += 4.0 * (sums[0] / counts[0] - sums[1] / counts[1]);
+        }
+        put(
+            out,
+            &json!({"metrics": {"preference": st.0, "computed": counts[0]}}).to_string(),
+        );
+        0
+    }
+
+    unsafe extern "C" fn snapshot_bandit(_: *mut c_void, _: *const nenyax_plugin_out_t) -> i32 {
+        let mut st = CHAT_PREF.lock().unwrap();
+        st.1 = st.0;
+        0
+    }
+
+    unsafe extern "C" fn restore_bandit(_: *mut c_void, _: *const nenyax_plugin_out_t) -> i32 {
+        let mut st = CHAT_PREF.lock().unwrap();
+        st.0 = st.1;
+        0
+    }
+
+    #[test]
+    fn a_chat_only_learner_plugin_trains_on_a_chat_environment() {
+        let mut v = vt(
+            None,
+            Some(update_bandit),
+            Some(snapshot_bandit),
+            Some(restore_bandit),
+        );
+        v.chat = Some(chat_bandit);
+        let p = register("t-chat-bandit", v).unwrap();
+        assert!(matches!(p.policy(), Policy::Chat(_)));
+        let env = crate::load("builtin:arithmetic?size=64").unwrap();
+        let mut l = LibraryLearner::new(p);
+        let opts = crate::train::TrainOptions {
+            rounds: 4,
+            group_size: 4,
+            batch: 6,
+            eval_tasks: Some(16),
+            eval_repeats: 2,
+            ..Default::default()
+        };
+        let r = crate::train::train(&env, &mut l, &opts).unwrap();
+        // Half the replies compute at first; the update learns that computing scores.
+        assert!((0.2..0.8).contains(&r.baseline), "baseline {}", r.baseline);
+        assert!(r.final_eval > 0.9, "{} -> {}", r.baseline, r.final_eval);
+        let last = r.rounds.last().unwrap();
+        assert!(last.error.is_none(), "{:?}", last.error);
+        assert_eq!(r.learner["plugin"]["kind"], "learner");
+    }
+
     #[test]
     fn a_registered_learner_acts_updates_and_names_itself() {
         let p = register(

@@ -19,6 +19,7 @@ use crate::plugins::abi::{
     ENTRY_SYMBOL,
 };
 use crate::plugins::crash::{ensure_crash_handler, in_plugin, CrashMessage};
+use crate::plugins::driver::LibraryDriver;
 use crate::plugins::hub::LibraryHub;
 use crate::plugins::judge::LibraryJudge;
 use crate::plugins::kinds::{Kind, PLUGIN_ABI_VERSION};
@@ -37,6 +38,7 @@ struct Loaded {
     judge: Option<Arc<LibraryJudge>>,
     learner: Option<Arc<LearnerPlugin>>,
     sandbox: Option<Arc<LibrarySandbox>>,
+    driver: Option<Arc<LibraryDriver>>,
 }
 
 #[derive(Default)]
@@ -312,6 +314,10 @@ unsafe fn validate(d: *const nenyax_plugin_t, source: &str, label: Option<&str>)
         }
         _ => None,
     };
+    let driver = match kind {
+        Kind::Driver => Some(Arc::new(LibraryDriver::new(d, info.clone())?)),
+        _ => None,
+    };
     Ok(Loaded {
         info,
         judge,
@@ -319,6 +325,7 @@ unsafe fn validate(d: *const nenyax_plugin_t, source: &str, label: Option<&str>)
         telemetry,
         hub,
         sandbox,
+        driver,
     })
 }
 
@@ -485,6 +492,12 @@ pub fn find_sink(name: &str) -> Result<Arc<LibraryTelemetry>> {
 /// loaded now); the error says where plugins were looked for.
 pub fn find_hub(name: &str) -> Result<Arc<LibraryHub>> {
     find_plugin(Kind::Hub, name, "nenyax search <name>", |p| p.hub.clone())
+}
+
+/// An in-process driver plugin by name (registered, loaded, or the plugins config's `kind =
+/// "driver"` entry with a `library`, loaded now).
+pub fn find_driver(name: &str) -> Result<Arc<LibraryDriver>> {
+    find_plugin(Kind::Driver, name, "<name>:TARGET", |p| p.driver.clone())
 }
 
 /// A sandbox backend plugin by name (registered, loaded, or the plugins config's `kind =

@@ -6,6 +6,7 @@ pub mod abi;
 pub mod config;
 pub mod conformance;
 mod crash;
+pub mod driver;
 #[cfg(feature = "python")]
 pub mod external;
 pub mod hub;
@@ -96,7 +97,8 @@ pub fn installed() -> Vec<Installed> {
     #[cfg(feature = "python")]
     out.extend(executable_drivers(&out));
     for e in entries {
-        let executable = e.kind == Kind::Driver && !e.command.is_empty();
+        // In-process drivers (a `library`) are bridged too: listed with the executables.
+        let executable = e.kind == Kind::Driver && (!e.command.is_empty() || e.library.is_some());
         if executable && cfg!(feature = "python") {
             continue; // listed by executable_drivers
         }

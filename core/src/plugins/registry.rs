@@ -180,10 +180,6 @@ mod tests {
                 good.replace("interface = 1", "interface = 9"),
                 "interface version 9",
             ),
-            (
-                good.replace("judge", "sandbox"),
-                "no third-party plugins yet",
-            ),
             (format!("{good}\nextra = 1"), "unknown field"),
         ];
         for (fields, want) in cases {

@@ -395,18 +395,26 @@ impl RunConfig {
         Ok(cfg)
     }
 
-    /// `[[telemetry]]` tables, each naming a known sink.
+    /// `[[telemetry]]` tables, each naming a known sink: built in, or a telemetry plugin
+    /// registered or listed in the plugins config.
     fn parse_telemetry(&self, v: &Value) -> Result<Vec<crate::telemetry::SinkSpec>> {
         let specs =
             crate::telemetry::parse_json_list(v).map_err(|e| self.relocate("telemetry", e))?;
+        let plugins = crate::plugins::library::plugin_names(crate::plugins::kinds::Kind::Telemetry);
         for s in &specs {
-            if !crate::telemetry::SINKS.contains(&s.name.as_str()) && s.name != "opentelemetry" {
+            let known = crate::telemetry::SINKS.contains(&s.name.as_str())
+                || s.name == "opentelemetry"
+                || plugins.contains(&s.name);
+            if !known {
+                let mut names: Vec<&str> = crate::telemetry::SINKS.to_vec();
+                names.extend(plugins.iter().map(String::as_str));
                 return Err(self.error(
                     "telemetry",
                     format!(
-                        "[[telemetry]] name {:?} is not a sink; known: {}",
+                        "[[telemetry]] name {:?} is not a sink; known: {} (a sink of your own is \
+                         a telemetry plugin in the plugins config: docs/plugins-abi.md)",
                         s.name,
-                        crate::telemetry::SINKS.join(", ")
+                        names.join(", ")
                     ),
                 ));
             }

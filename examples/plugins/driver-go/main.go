@@ -358,48 +358,60 @@ func (d *driver) handle(r *request) (interface{}, error) {
 	return nil, fail("ProtocolError", "unknown op %q; known: probe, load, tasks, reset, step, judge, reference, random_action, close", r.Op)
 }
 
+// handshake is the first line a worker sends (an in-process instance returns it from open).
+func handshake() []byte {
+	line, _ := json.Marshal(map[string]interface{}{"nenyax_bridge": protocol, "version": version, "language": "go", "pid": os.Getpid()})
+	return line
+}
+
+// serve answers one request line; stop is true after `close`. The executable and the
+// in-process library (lib.go) share it, so the driver is the same code either way.
+func (d *driver) serve(line []byte) (reply []byte, stop bool) {
+	var r request
+	var msg map[string]interface{}
+	if jerr := json.Unmarshal(line, &r); jerr != nil {
+		msg = map[string]interface{}{"id": nil, "ok": false,
+			"error": map[string]interface{}{"kind": "ProtocolError", "message": "request is not valid JSON: " + jerr.Error()}}
+	} else {
+		res, herr := d.handle(&r)
+		stop = r.Op == "close"
+		msg = map[string]interface{}{"id": r.ID}
+		if herr != nil {
+			be, ok := herr.(*bridgeError)
+			if !ok {
+				be = fail("EnvironmentError", "%v", herr)
+			}
+			e := map[string]interface{}{"kind": be.Kind, "message": be.Message}
+			for k, v := range be.Extra {
+				e[k] = v
+			}
+			msg["ok"], msg["error"] = false, e
+		} else {
+			msg["ok"], msg["result"] = true, res
+		}
+	}
+	reply, err := json.Marshal(msg)
+	if err != nil {
+		reply, _ = json.Marshal(map[string]interface{}{"ok": false,
+			"error": map[string]interface{}{"kind": "EnvironmentError", "message": err.Error()}})
+	}
+	return reply, stop
+}
+
 func main() {
 	in := bufio.NewReaderSize(os.Stdin, 1<<16)
 	out := bufio.NewWriter(os.Stdout)
-	send := func(v interface{}) {
-		line, err := json.Marshal(v)
-		if err != nil {
-			line, _ = json.Marshal(map[string]interface{}{"ok": false,
-				"error": map[string]interface{}{"kind": "EnvironmentError", "message": err.Error()}})
-		}
+	send := func(line []byte) {
 		out.Write(append(line, '\n'))
 		out.Flush()
 	}
 	// The handshake comes first, before any request.
-	send(map[string]interface{}{"nenyax_bridge": protocol, "version": version, "language": "go", "pid": os.Getpid()})
+	send(handshake())
 	d := &driver{}
 	for {
 		line, err := in.ReadBytes('\n')
 		if len(strings.TrimSpace(string(line))) > 0 {
-			var r request
-			var reply map[string]interface{}
-			stop := false
-			if jerr := json.Unmarshal(line, &r); jerr != nil {
-				reply = map[string]interface{}{"id": nil, "ok": false,
-					"error": map[string]interface{}{"kind": "ProtocolError", "message": "request is not valid JSON: " + jerr.Error()}}
-			} else {
-				res, herr := d.handle(&r)
-				stop = r.Op == "close"
-				reply = map[string]interface{}{"id": r.ID}
-				if herr != nil {
-					be, ok := herr.(*bridgeError)
-					if !ok {
-						be = fail("EnvironmentError", "%v", herr)
-					}
-					e := map[string]interface{}{"kind": be.Kind, "message": be.Message}
-					for k, v := range be.Extra {
-						e[k] = v
-					}
-					reply["ok"], reply["error"] = false, e
-				} else {
-					reply["ok"], reply["result"] = true, res
-				}
-			}
+			reply, stop := d.serve(line)
 			send(reply)
 			if stop {
 				return

@@ -76,6 +76,9 @@ static int32_t fetch(void *user_data, const char *name, size_t len, const nenyax
     (void)user_data;
     for (size_t i = 0; i < CATALOGUE_LEN; i++) {
         if (strlen(CATALOGUE[i].name) == len && memcmp(CATALOGUE[i].name, name, len) == 0) {
+#ifdef EXAMPLE_UNKNOWN_SCHEME
+            put(out, "nosuchdriver:"); /* a URI no driver serves: plugin-check must catch it */
+#endif
             put(out, CATALOGUE[i].uri);
             return 0;
         }
