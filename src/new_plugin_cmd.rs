@@ -242,6 +242,29 @@ const TEMPLATES: &[Template] = &[
         next: "./test.sh",
     },
     Template {
+        kind: Kind::Sandbox,
+        lang: "c",
+        token: "cjail",
+        replace: &[("../../../include/nenyax.h", "nenyax.h")],
+        files: &[
+            file(
+                "cjail.c",
+                include_str!("../examples/plugins/sandbox-c/cjail.c"),
+            ),
+            file(
+                "Makefile",
+                include_str!("../examples/plugins/sandbox-c/Makefile"),
+            ),
+            file("nenyax.h", include_str!("../include/nenyax.h")),
+            script("test.sh", include_str!("../scaffolds/sandbox-c/test.sh")),
+            file(
+                "README.md",
+                include_str!("../scaffolds/sandbox-c/README.md"),
+            ),
+        ],
+        next: "./test.sh (as root: a jail needs it)",
+    },
+    Template {
         kind: Kind::Telemetry,
         lang: "rust",
         token: "__NAME__",

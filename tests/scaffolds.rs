@@ -101,6 +101,15 @@ const CASES: &[Case] = &[
         fails_with: "receives_episodes",
     },
     Case {
+        kind: "sandbox",
+        lang: "c",
+        tool: "cc as root",
+        file: "__NAME__.c",
+        from: "    env_set(&env, \"PATH\", 4, BASE_PATH, strlen(BASE_PATH));\n",
+        to: "    for (char **e = environ; *e; e++) vec_push(&env, *e);\n    env_set(&env, \"PATH\", 4, BASE_PATH, strlen(BASE_PATH));\n",
+        fails_with: "scrubbed_environment",
+    },
+    Case {
         kind: "hub",
         lang: "rust",
         tool: "cargo",
@@ -121,6 +130,10 @@ const CASES: &[Case] = &[
 ];
 
 fn have(tool: &str) -> bool {
+    // A jail's scaffold needs root for its namespaces as well as the compiler.
+    if let Some(tool) = tool.strip_suffix(" as root") {
+        return nix::unistd::geteuid().is_root() && have(tool);
+    }
     // Go alone spells it without dashes.
     let arg = if tool == "go" { "version" } else { "--version" };
     Command::new(tool)
