@@ -90,6 +90,8 @@ export NENYAX_REQUIRE_INTEGRATIONS=1
 # missing toolchain fails rather than skips.
 export NENYAX_REQUIRE_GO=1
 export NENYAX_REQUIRE_SCAFFOLDS=1
+# CI runs as root, so the C jail plugin (tests/library_sandbox.rs) must run, not skip.
+export NENYAX_REQUIRE_SANDBOX_PLUGIN=1
 
 export NENYAX_TEST_PYTHON="$python"
 # The bridge drivers' interpreter (tests/bridge.rs).

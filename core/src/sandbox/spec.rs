@@ -101,7 +101,9 @@ impl BackendKind {
                 "Podman (or a Docker daemon) and a local base image: `nenyax setup container` \
                  installs and configures Podman, `nenyax images bootstrap` makes the image".into()
             }
-            BackendKind::Plugin(p) => format!("what sandbox plugin `{}` ({}) needs", p.name, p.source),
+            BackendKind::Plugin(p) => {
+                format!("a sandbox plugin from {}; its `ready` says what it needs", p.source)
+            }
         }
     }
 }
