@@ -158,6 +158,27 @@ fn a_detached_child_does_not_survive() {
 }
 
 #[test]
+fn a_command_ending_spares_another_running_in_the_same_sandbox() {
+    // What a terminal agent does: one long command (the terminal) while short ones come and go.
+    for kind in backends() {
+        let sb = Sandbox::new(kind).unwrap();
+        std::thread::scope(|s| {
+            let long = s.spawn(|| sb.sh("sleep 1.5; echo survived").unwrap());
+            std::thread::sleep(Duration::from_millis(300));
+            for _ in 0..3 {
+                assert!(sb.sh("true").unwrap().ok(), "{kind:?}");
+            }
+            let r = long.join().unwrap();
+            assert_eq!(r.stdout, "survived\n", "{kind:?}: {r:?}");
+        });
+        // Destroying the sandbox still takes what its commands left running.
+        sb.sh("setsid sh -c 'sleep 1; echo yes > /tmp/late' >/dev/null 2>&1 < /dev/null &")
+            .unwrap();
+        drop(sb);
+    }
+}
+
+#[test]
 fn cpu_seconds_are_limited() {
     for kind in backends() {
         let sb = sandbox(kind, |l| l.cpu_s = Some(1));

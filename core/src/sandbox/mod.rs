@@ -354,7 +354,7 @@ impl Sandbox {
         self.config.backend
     }
 
-    /// A unique id (also in every command's `NENYAX_SANDBOX` variable).
+    /// A unique id (every command's `NENYAX_SANDBOX` variable is `<id>.<command number>`).
     pub fn id(&self) -> &str {
         &self.id
     }

@@ -839,6 +839,11 @@ pub(super) fn run(sb: &Job, exec: &Exec) -> Result<ExecResult> {
         }
     };
     let cwd = exec.cwd.clone().unwrap_or_else(|| cfg.workdir.clone());
+    let mark = format!(
+        "{}.{}",
+        sb.id,
+        EXEC_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
     let host_cwd = (sb.host_path)(&cwd)?;
     if !host_cwd.is_dir() {
         return Err(Error::Sandbox(format!(
@@ -861,7 +866,7 @@ pub(super) fn run(sb: &Job, exec: &Exec) -> Result<ExecResult> {
         .env("HOME", &home)
         .env("TMPDIR", &tmp)
         .env("LANG", "C.UTF-8")
-        .env("NENYAX_SANDBOX", sb.id);
+        .env("NENYAX_SANDBOX", &mark);
     for (k, v) in cfg.env.iter().chain(exec.env.iter()) {
         cmd.env(k, v);
     }
@@ -948,7 +953,8 @@ pub(super) fn run(sb: &Job, exec: &Exec) -> Result<ExecResult> {
     // Whatever the command left behind in its group, or detached with our marker, goes too.
     let _ = killpg(pgid, Signal::SIGKILL);
     if !jail {
-        kill_marked(sb.id);
+        // Only this command's: another command of the same sandbox may still be running.
+        super::marker::kill_env(&format!("NENYAX_SANDBOX={mark}\0"));
     }
     let (out, dropped) = super::capture::collect(&rx, Duration::from_secs(2));
     let signal = status.signal();
@@ -974,11 +980,15 @@ pub(super) fn run(sb: &Job, exec: &Exec) -> Result<ExecResult> {
     })
 }
 
-/// Kill every process that carries `NENYAX_SANDBOX=<id>` in its environment (children that
-/// left the process group).
+/// Kill every process of the sandbox `id` that is left: each carries `NENYAX_SANDBOX=<id>.<n>`
+/// (its command's number) in its environment, even after leaving its process group.
 pub(super) fn kill_marked(id: &str) {
-    super::marker::kill_env(&format!("NENYAX_SANDBOX={id}\0"));
+    super::marker::kill_env(&format!("NENYAX_SANDBOX={id}."));
 }
+
+/// Numbers the commands of every sandbox, so that the marker of one command's processes is not
+/// another's: the sweep after a command must not kill a command still running beside it.
+static EXEC_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 #[cfg(all(test, not(feature = "sandbox")))]
 mod tests {
