@@ -440,6 +440,36 @@ pub(crate) unsafe extern "C" fn append(ctx: *mut c_void, ptr: *const c_char, len
     buf.extend_from_slice(std::slice::from_raw_parts(ptr.cast::<u8>(), len));
 }
 
+/// Call into a plugin with a fresh out buffer, holding `serial` (the lock of a plugin not
+/// declared thread-safe) and naming the plugin on stderr if the call crashes: the return code
+/// and what the plugin wrote. Every kind's calls go through here.
+pub(crate) fn invoke(
+    serial: Option<&std::sync::Mutex<()>>,
+    crash: &crate::plugins::crash::CrashMessage,
+    f: impl FnOnce(*const nenyax_plugin_out_t) -> i32,
+) -> (i32, Vec<u8>) {
+    let mut written: Vec<u8> = Vec::new();
+    let out = nenyax_plugin_out_t {
+        ctx: (&mut written as *mut Vec<u8>).cast(),
+        write: Some(append),
+    };
+    let rc = {
+        let _serial = serial.map(|m| m.lock().unwrap_or_else(|p| p.into_inner()));
+        crate::plugins::crash::in_plugin(crash, || f(&out))
+    };
+    (rc, written)
+}
+
+/// The message of a failed call: what the plugin wrote, clipped, or that it wrote nothing.
+pub(crate) fn failure_text(written: &[u8]) -> String {
+    let text = String::from_utf8_lossy(written);
+    if text.trim().is_empty() {
+        "(it wrote no message)".to_string()
+    } else {
+        clip(text.trim())
+    }
+}
+
 /// At most 500 characters of a plugin's text, for error messages.
 pub(crate) fn clip(s: &str) -> String {
     let mut out: String = s.chars().take(500).collect();

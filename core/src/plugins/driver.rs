@@ -8,7 +8,7 @@ use std::ffi::{c_char, c_void};
 use std::sync::Mutex;
 
 use crate::error::{Error, Result};
-use crate::plugins::abi::{append, clip};
+use crate::plugins::abi::{clip, failure_text, invoke};
 use crate::plugins::abi::{
     nenyax_driver_vtable_t, nenyax_plugin_out_t, nenyax_plugin_t, PluginInfo, PLUGIN_THREAD_SAFE,
 };
@@ -101,18 +101,7 @@ impl LibraryDriver {
     }
 
     fn invoke(&self, f: impl FnOnce(*const nenyax_plugin_out_t) -> i32) -> (i32, String) {
-        let mut written: Vec<u8> = Vec::new();
-        let out = nenyax_plugin_out_t {
-            ctx: (&mut written as *mut Vec<u8>).cast(),
-            write: Some(append),
-        };
-        let rc = {
-            let _serial = self
-                .serial
-                .as_ref()
-                .map(|m| m.lock().unwrap_or_else(|p| p.into_inner()));
-            in_plugin(&self.crash, || f(&out))
-        };
+        let (rc, written) = invoke(self.serial.as_ref(), &self.crash, f);
         (rc, String::from_utf8_lossy(&written).into_owned())
     }
 
@@ -161,14 +150,7 @@ impl Instance {
             )
         });
         if rc != 0 {
-            return Err(format!(
-                "returned {rc}: {}",
-                if text.trim().is_empty() {
-                    "(it wrote no message)".to_string()
-                } else {
-                    clip(text.trim())
-                }
-            ));
+            return Err(format!("returned {rc}: {}", failure_text(text.as_bytes())));
         }
         Ok(text)
     }

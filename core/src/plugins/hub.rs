@@ -11,11 +11,11 @@ use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 use crate::hubs::Listing;
-use crate::plugins::abi::{append, clip};
+use crate::plugins::abi::{clip, failure_text, invoke};
 use crate::plugins::abi::{
     nenyax_hub_vtable_t, nenyax_plugin_out_t, nenyax_plugin_t, PluginInfo, PLUGIN_THREAD_SAFE,
 };
-use crate::plugins::crash::{in_plugin, CrashMessage};
+use crate::plugins::crash::CrashMessage;
 use crate::plugins::kinds::HUB_VTABLE_VERSION;
 
 type SearchFn = unsafe extern "C" fn(
@@ -107,30 +107,15 @@ impl LibraryHub {
         what: &str,
         f: impl FnOnce(*mut c_void, *const nenyax_plugin_out_t) -> i32,
     ) -> Result<String> {
-        let mut written: Vec<u8> = Vec::new();
-        let out = nenyax_plugin_out_t {
-            ctx: (&mut written as *mut Vec<u8>).cast(),
-            write: Some(append),
-        };
-        let rc = {
-            let _serial = self
-                .serial
-                .as_ref()
-                .map(|m| m.lock().unwrap_or_else(|p| p.into_inner()));
-            in_plugin(crash, || f(self.user_data, &out))
-        };
-        let text = String::from_utf8_lossy(&written).into_owned();
+        let (rc, written) = invoke(self.serial.as_ref(), crash, |out| f(self.user_data, out));
         if rc != 0 {
-            let message = if text.trim().is_empty() {
-                "(it wrote no message)".to_string()
-            } else {
-                clip(text.trim())
-            };
             return Err(Error::Config(format!(
-                "{} {what} failed (returned {rc}): {message}",
-                self.whose()
+                "{} {what} failed (returned {rc}): {}",
+                self.whose(),
+                failure_text(&written)
             )));
         }
+        let text = String::from_utf8_lossy(&written).into_owned();
         Ok(text)
     }
 

@@ -12,11 +12,11 @@ use serde_json::{Map, Value};
 use crate::contract::{JsonMap, JudgeSource, Judgment, Trajectory};
 use crate::error::{Error, Result};
 use crate::judges::Judge;
-use crate::plugins::abi::{append, clip};
+use crate::plugins::abi::{clip, failure_text, invoke};
 use crate::plugins::abi::{
     nenyax_judge_vtable_t, nenyax_plugin_out_t, nenyax_plugin_t, PluginInfo, PLUGIN_THREAD_SAFE,
 };
-use crate::plugins::crash::{in_plugin, CrashMessage};
+use crate::plugins::crash::CrashMessage;
 use crate::plugins::kinds::JUDGE_VTABLE_VERSION;
 
 type JudgeFn =
@@ -73,20 +73,10 @@ impl LibraryJudge {
 
     /// Call the plugin: its return code and what it wrote.
     fn call(&self, input: &[u8]) -> (i32, Vec<u8>) {
-        let mut written: Vec<u8> = Vec::new();
-        let out = nenyax_plugin_out_t {
-            ctx: (&mut written as *mut Vec<u8>).cast(),
-            write: Some(append),
-        };
-        let _serial = self
-            .serial
-            .as_ref()
-            .map(|m| m.lock().unwrap_or_else(|p| p.into_inner()));
         // The input is NUL-terminated as a convenience; the length excludes the NUL.
-        let rc = in_plugin(&self.crash, || unsafe {
-            (self.judge)(self.user_data, input.as_ptr().cast(), input.len() - 1, &out)
-        });
-        (rc, written)
+        invoke(self.serial.as_ref(), &self.crash, |out| unsafe {
+            (self.judge)(self.user_data, input.as_ptr().cast(), input.len() - 1, out)
+        })
     }
 }
 
@@ -116,14 +106,10 @@ impl Judge for LibraryJudge {
         let (rc, written) = self.call(&input);
         let text = String::from_utf8_lossy(&written);
         if rc != 0 {
-            let message = if text.trim().is_empty() {
-                "(it wrote no message)".to_string()
-            } else {
-                clip(text.trim())
-            };
             return Err(Error::Judge(format!(
-                "{} failed (returned {rc}): {message}",
-                self.whose()
+                "{} failed (returned {rc}): {}",
+                self.whose(),
+                failure_text(&written)
             )));
         }
         let reply: Reply = serde_json::from_str(&text).map_err(|e| {

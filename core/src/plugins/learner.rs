@@ -16,12 +16,12 @@ use serde_json::{json, Value};
 use crate::contract::{Message, Observation};
 use crate::error::{Error, Result};
 use crate::models::ChatModel;
-use crate::plugins::abi::{append, clip};
+use crate::plugins::abi::{clip, failure_text, invoke};
 use crate::plugins::abi::{
     nenyax_learner_plugin_vtable_t, nenyax_plugin_out_t, nenyax_plugin_t, PluginInfo,
     PLUGIN_THREAD_SAFE,
 };
-use crate::plugins::crash::{in_plugin, CrashMessage};
+use crate::plugins::crash::CrashMessage;
 use crate::plugins::kinds::LEARNER_PLUGIN_VTABLE_VERSION;
 use crate::policy::{CallLog, EpisodeContext, Policy};
 use crate::train::{Group, Learner, UpdateReport};
@@ -123,31 +123,16 @@ impl LearnerPlugin {
         crash: &CrashMessage,
         f: impl FnOnce(&nenyax_plugin_out_t) -> i32,
     ) -> Result<String> {
-        let mut written: Vec<u8> = Vec::new();
-        let out = nenyax_plugin_out_t {
-            ctx: (&mut written as *mut Vec<u8>).cast(),
-            write: Some(append),
-        };
-        let rc = {
-            let _serial = self
-                .serial
-                .as_ref()
-                .map(|m| m.lock().unwrap_or_else(|p| p.into_inner()));
-            in_plugin(crash, || f(&out))
-        };
-        let text = String::from_utf8_lossy(&written).into_owned();
+        // SAFETY: `invoke` hands a valid out struct for the call's duration.
+        let (rc, written) = invoke(self.serial.as_ref(), crash, |out| f(unsafe { &*out }));
         if rc != 0 {
-            let message = if text.trim().is_empty() {
-                "(it wrote no message)".to_string()
-            } else {
-                clip(text.trim())
-            };
             return Err(Error::Training(format!(
-                "{} failed (returned {rc}): {message}",
-                self.whose()
+                "{} failed (returned {rc}): {}",
+                self.whose(),
+                failure_text(&written)
             )));
         }
-        Ok(text)
+        Ok(String::from_utf8_lossy(&written).into_owned())
     }
 
     /// Call a data callback with `input` (passed NUL-terminated; the length excludes the NUL).

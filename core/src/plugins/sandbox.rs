@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::contract::Isolation;
 use crate::error::{Error, Result};
-use crate::plugins::abi::{append, clip, isolation_from_code};
+use crate::plugins::abi::{clip, failure_text, invoke, isolation_from_code};
 use crate::plugins::abi::{
     nenyax_plugin_out_t, nenyax_plugin_t, nenyax_sandbox_vtable_t, PluginInfo, PLUGIN_THREAD_SAFE,
 };
@@ -239,22 +239,12 @@ impl LibrarySandbox {
         what: &str,
         f: impl FnOnce(*mut c_void, *const nenyax_plugin_out_t) -> i32,
     ) -> Result<Vec<u8>> {
-        let mut written: Vec<u8> = Vec::new();
-        let out = nenyax_plugin_out_t {
-            ctx: (&mut written as *mut Vec<u8>).cast(),
-            write: Some(append),
-        };
-        let rc = in_plugin(&self.crash, || f(self.user_data, &out));
+        let (rc, written) = invoke(None, &self.crash, |out| f(self.user_data, out));
         if rc != 0 {
-            let text = String::from_utf8_lossy(&written);
-            let message = if text.trim().is_empty() {
-                "(it wrote no message)".to_string()
-            } else {
-                clip(text.trim())
-            };
             return Err(Error::Sandbox(format!(
-                "{} {what} failed (returned {rc}): {message}",
-                self.whose()
+                "{} {what} failed (returned {rc}): {}",
+                self.whose(),
+                failure_text(&written)
             )));
         }
         Ok(written)

@@ -10,11 +10,11 @@ use serde_json::{json, Map, Value};
 
 use crate::contract::{JsonMap, Trajectory};
 use crate::error::{Error, Result};
-use crate::plugins::abi::append;
+use crate::plugins::abi::{failure_text, invoke};
 use crate::plugins::abi::{
     nenyax_plugin_out_t, nenyax_plugin_t, nenyax_telemetry_vtable_t, PluginInfo, PLUGIN_THREAD_SAFE,
 };
-use crate::plugins::crash::{in_plugin, CrashMessage};
+use crate::plugins::crash::CrashMessage;
 use crate::plugins::kinds::TELEMETRY_VTABLE_VERSION;
 use crate::telemetry::{RunInfo, Sink};
 
@@ -95,27 +95,13 @@ impl LibraryTelemetry {
         what: usize,
         f: impl FnOnce(*mut c_void, *const nenyax_plugin_out_t) -> i32,
     ) -> Result<()> {
-        let mut written: Vec<u8> = Vec::new();
-        let out = nenyax_plugin_out_t {
-            ctx: (&mut written as *mut Vec<u8>).cast(),
-            write: Some(append),
-        };
-        let rc = {
-            let _serial = self
-                .serial
-                .as_ref()
-                .map(|m| m.lock().unwrap_or_else(|p| p.into_inner()));
-            in_plugin(&self.crash[what], || f(self.user_data, &out))
-        };
+        let (rc, written) = invoke(self.serial.as_ref(), &self.crash[what], |out| {
+            f(self.user_data, out)
+        });
         if rc == 0 {
             return Ok(());
         }
-        let text = String::from_utf8_lossy(&written);
-        let message = if text.trim().is_empty() {
-            "(it wrote no message)".to_string()
-        } else {
-            text.trim().chars().take(500).collect()
-        };
+        let message = failure_text(&written);
         let names = ["start", "episode", "metrics", "artifact", "flush", "finish"];
         Err(Error::Config(format!(
             "telemetry plugin `{}` ({}) failed in {} (returned {rc}): {message}",
