@@ -381,7 +381,8 @@ fn test_telemetry() {
 
 /// Sandboxes from C, the container backend when it is ready (required with
 /// NENYAX_REQUIRE_CONTAINER=1), and a Harbor task (Harbor's simple-task example) with oracle and
-/// nop when the jail backend is ready here.
+/// nop when the jail backend is ready here, and then also the C jail plugin (loaded with
+/// nenyax_plugin_load, picked by `"backend": "cjail"`).
 #[test]
 fn test_sandbox() {
     let task = root().join("tests/harbor_tasks/simple-task");
@@ -392,10 +393,25 @@ fn test_sandbox() {
         String::new()
     };
     let container = container_support::container_ready();
+    // The C jail of examples/plugins/sandbox-c, loaded from C and picked by name (it needs
+    // root, as the built-in jail does).
+    let plugin = if jail {
+        let lib = scratch().join("libcjail.so");
+        let mut cmd = Command::new(cc());
+        cmd.args(["-std=c11", "-shared", "-fPIC", "-pthread", "-O2"])
+            .arg(root().join("examples/plugins/sandbox-c/cjail.c"))
+            .arg("-o")
+            .arg(&lib);
+        compile(cmd, "examples/plugins/sandbox-c/cjail.c");
+        lib.display().to_string()
+    } else {
+        String::new()
+    };
     run_c_program_with(
         "test_sandbox",
         Link::Shared,
         &[
+            ("NENYAX_TEST_SANDBOX_PLUGIN", plugin),
             ("NENYAX_TEST_HARBOR_TASK", task),
             (
                 "NENYAX_TEST_CONTAINER",

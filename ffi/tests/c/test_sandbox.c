@@ -1,5 +1,6 @@
 /* Sandboxes through the C ABI (create, exec, put/get/list, fork, free), the container
- * backend when NENYAX_TEST_CONTAINER is 1 (else its absence is an environment error), and a
+ * backend when NENYAX_TEST_CONTAINER is 1 (else its absence is an environment error), the C
+ * jail plugin when NENYAX_TEST_SANDBOX_PLUGIN names its library (root only), and a
  * Harbor task rolled out with the oracle and nop (when the jail backend is ready and
  * NENYAX_TEST_HARBOR_TASK names a task directory). */
 
@@ -83,6 +84,28 @@ int main(void)
     } else {
         /* Run without the test harness's readiness probe: whether it is ready is not known. */
         printf("  skip  the container backend (NENYAX_TEST_CONTAINER is not set)\n");
+    }
+
+    const char *plugin = getenv("NENYAX_TEST_SANDBOX_PLUGIN");
+    if (plugin != NULL && plugin[0] != '\0') {
+        /* A sandbox backend from a C library: loaded through the C ABI, then a backend by name. */
+        REQUIRE_OK(nenyax_plugin_load(plugin, strlen(plugin)));
+        REQUIRE_OK(nenyax_sandbox_new(S("{\"backend\": \"cjail\"}"), &box));
+        REQUIRE_OK(nenyax_sandbox_put(box, S("/app/bin/run.sh"), data, sizeof data - 1, 0755));
+        REQUIRE_OK(nenyax_sandbox_exec(box, S("{\"shell\": \"hostname; ./bin/run.sh; id -u\"}"), &s));
+        json_string(s.ptr, s.len, "stdout", text, sizeof text);
+        CHECK(strcmp(text, "nenyax\nfrom-file\n65534\n") == 0);
+        nenyax_string_free(&s);
+        REQUIRE_OK(nenyax_sandbox_fork(box, &box2));
+        REQUIRE_OK(nenyax_sandbox_exec(box2, S("{\"shell\": \"./bin/run.sh\"}"), &s));
+        json_string(s.ptr, s.len, "stdout", text, sizeof text);
+        CHECK(strcmp(text, "from-file\n") == 0);
+        nenyax_string_free(&s);
+        CHECK_STATUS(nenyax_sandbox_get(box, S("/etc/passwd"), &s), NENYAX_STATUS_ENVIRONMENT);
+        nenyax_sandbox_free(box2);
+        nenyax_sandbox_free(box);
+    } else {
+        printf("  skip  the C jail sandbox plugin (NENYAX_TEST_SANDBOX_PLUGIN not set: needs root)\n");
     }
 
     const char *task = getenv("NENYAX_TEST_HARBOR_TASK");
