@@ -142,6 +142,16 @@ fn the_c_jail_keeps_every_promise_of_sandbox_check() {
         names.len(),
         t0.elapsed().as_secs_f64()
     );
+    // The same promises as the kind's conformance check (what nenyax_plugin_check runs).
+    let o = nenyax(dir.path(), &["plugin-check", "sandbox", "cjail"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for want in JAIL_PROMISES {
+        assert!(
+            out.contains(want),
+            "plugin-check sandbox did not run `{want}`:\n{out}"
+        );
+    }
 }
 
 #[test]
