@@ -340,67 +340,32 @@ unsafe fn validate(d: *const nenyax_plugin_t, source: &str, label: Option<&str>)
 /// A judge plugin by name: one registered through the C ABI or already loaded, else the plugins
 /// config's `kind = "judge"` entry of that name, whose library is loaded now.
 pub fn find_judge(name: &str) -> Result<Arc<dyn Judge>> {
-    if let Some(j) = loaded_judge(name) {
-        return Ok(j);
-    }
-    let entries = crate::plugins::config::entries()?;
-    let config = crate::plugins::config::path();
-    let entry = entries
+    find_plugin(
+        Kind::Judge,
+        name,
+        "type = \"plugin\", use = \"<name>\"",
+        |p| p.judge.clone().map(|j| j as Arc<dyn Judge>),
+    )
+}
+
+/// A learner plugin by name: one registered through the C ABI or already loaded, else the
+/// plugins config's `kind = "learner"` entry of that name, whose library is loaded now.
+/// `Ok(None)`: there is no learner plugin of that name (the caller names the built-in ones).
+pub fn find_learner(name: &str) -> Result<Option<Arc<LearnerPlugin>>> {
+    let known = lock()
+        .plugins
         .iter()
-        .find(|e| e.kind == Kind::Judge && e.name == name);
-    let Some(entry) = entry else {
-        let judges: Vec<String> = lock()
-            .plugins
+        .any(|p| p.info.kind == Kind::Learner && p.info.name == name)
+        || crate::plugins::config::entries()?
             .iter()
-            .filter(|p| p.info.kind == Kind::Judge)
-            .map(|p| p.info.name.clone())
-            .chain(
-                entries
-                    .iter()
-                    .filter(|e| e.kind == Kind::Judge)
-                    .map(|e| e.name.clone()),
-            )
-            .collect();
-        return Err(Error::Config(format!(
-            "no judge plugin named `{name}`: it is not registered through the C ABI nor listed in \
-             {} ({}); add a [[plugin]] with name = \"{name}\", kind = \"judge\", library = \
-             \"path/to/lib.so\" there (docs/plugins-abi.md)",
-            config.display(),
-            if judges.is_empty() {
-                "there are no judge plugins".to_string()
-            } else {
-                format!("known judge plugins: {}", judges.join(", "))
-            }
-        )));
-    };
-    let Some(library) = &entry.library else {
-        return Err(Error::Config(format!(
-            "judge plugin `{name}` in {} has no `library`; judges are shared libraries exporting \
-             {ENTRY_SYMBOL}",
-            entry.source.display()
-        )));
-    };
-    // The config reader has already made a relative path relative to the config file.
-    let library = library.clone();
-    load_library_as(&library, Some(name))?;
-    loaded_judge(name).ok_or_else(|| {
-        let provides: Vec<String> = lock()
-            .plugins
-            .iter()
-            .filter(|p| p.info.source == canonical_or(&library))
-            .map(|p| format!("{} `{}`", p.info.kind, p.info.name))
-            .collect();
-        Error::Config(format!(
-            "{} (listed as judge `{name}` in {}) provides no judge named `{name}`; it provides {}",
-            library.display(),
-            entry.source.display(),
-            if provides.is_empty() {
-                "nothing new (its plugins were loaded before)".to_string()
-            } else {
-                provides.join(", ")
-            }
-        ))
+            .any(|e| e.kind == Kind::Learner && e.name == name);
+    if !known {
+        return Ok(None);
+    }
+    find_plugin(Kind::Learner, name, "--learner <name>", |p| {
+        p.learner.clone()
     })
+    .map(Some)
 }
 
 fn canonical_or(p: &Path) -> String {
@@ -408,84 +373,6 @@ fn canonical_or(p: &Path) -> String {
         .unwrap_or_else(|_| p.to_path_buf())
         .display()
         .to_string()
-}
-
-fn loaded_judge(name: &str) -> Option<Arc<dyn Judge>> {
-    lock()
-        .plugins
-        .iter()
-        .find(|p| p.info.kind == Kind::Judge && p.info.name == name)
-        .and_then(|p| p.judge.clone())
-        .map(|j| j as Arc<dyn Judge>)
-}
-
-/// A learner plugin by name: one registered through the C ABI or already loaded, else the
-/// plugins config's `kind = "learner"` entry of that name, whose library is loaded now.
-/// `Ok(None)`: there is no learner plugin of that name (the caller names the built-in ones).
-pub fn find_learner(name: &str) -> Result<Option<Arc<LearnerPlugin>>> {
-    if let Some(l) = loaded_learner(name) {
-        return Ok(Some(l));
-    }
-    let entries = crate::plugins::config::entries()?;
-    let Some(entry) = entries
-        .iter()
-        .find(|e| e.kind == Kind::Learner && e.name == name)
-    else {
-        return Ok(None);
-    };
-    let Some(library) = &entry.library else {
-        return Err(Error::Config(format!(
-            "learner plugin `{name}` in {} has no `library`; learners are shared libraries \
-             exporting {ENTRY_SYMBOL}",
-            entry.source.display()
-        )));
-    };
-    let library = library.clone();
-    load_library_as(&library, Some(name))?;
-    loaded_learner(name).map(Some).ok_or_else(|| {
-        let provides: Vec<String> = lock()
-            .plugins
-            .iter()
-            .filter(|p| p.info.source == canonical_or(&library))
-            .map(|p| format!("{} `{}`", p.info.kind, p.info.name))
-            .collect();
-        Error::Config(format!(
-            "{} (listed as learner `{name}` in {}) provides no learner named `{name}`; it \
-             provides {}",
-            library.display(),
-            entry.source.display(),
-            if provides.is_empty() {
-                "nothing new (its plugins were loaded before)".to_string()
-            } else {
-                provides.join(", ")
-            }
-        ))
-    })
-}
-
-/// The names of the learner plugins registered, loaded or in the plugins config (for errors
-/// and suggestions); an unreadable config contributes none.
-pub fn learner_names() -> Vec<String> {
-    let mut names: Vec<String> = lock()
-        .plugins
-        .iter()
-        .filter(|p| p.info.kind == Kind::Learner)
-        .map(|p| p.info.name.clone())
-        .collect();
-    for e in crate::plugins::config::entries().unwrap_or_default() {
-        if e.kind == Kind::Learner && !names.contains(&e.name) {
-            names.push(e.name);
-        }
-    }
-    names
-}
-
-fn loaded_learner(name: &str) -> Option<Arc<LearnerPlugin>> {
-    lock()
-        .plugins
-        .iter()
-        .find(|p| p.info.kind == Kind::Learner && p.info.name == name)
-        .and_then(|p| p.learner.clone())
 }
 
 /// A telemetry plugin by name (registered, loaded, or the plugins config's `kind = "telemetry"`
@@ -627,7 +514,7 @@ fn find_plugin<T>(
     })
 }
 
-/// The names of the telemetry or hub plugins this process knows of (loaded, registered, or in
+/// The names of the plugins of `kind` this process knows of (loaded, registered, or in
 /// the plugins config), for listings and errors; a config that does not parse lists none.
 pub fn plugin_names(kind: Kind) -> Vec<String> {
     let entries = crate::plugins::config::entries().unwrap_or_default();

@@ -405,7 +405,7 @@ fn builtin_trainer(
 /// name that is not a built-in learner's; built-in names always win. An unknown name is an
 /// error naming the closest learner, built-in or plugin, and all of them.
 fn plugin_learner(name: &str, cfg: &Map<String, Value>) -> Result<Box<dyn Learner>> {
-    let plugins = crate::plugins::library::learner_names();
+    let plugins = crate::plugins::library::plugin_names(crate::plugins::kinds::Kind::Learner);
     let mut unreadable = String::new();
     match crate::plugins::library::find_learner(name) {
         Ok(Some(plugin)) => {
